@@ -1,0 +1,54 @@
+# hakmem — build, test and benchmark.
+#
+#   make            build/libhakmem.so, build/libhakmem.a, build/libhakmem_api.a
+#   make test       every test (pytest drives them; the last line is pytest's summary)
+#   make bench      the quick benchmark against the system allocator and the peers present
+#
+# The library is one translation unit (src/hakmem.c includes every module), so the
+# compiler sees the whole allocator at once and the malloc symbols can be aliases of the
+# internal functions.
+
+CC      ?= gcc
+BUILD   ?= build
+OPT     ?= -O2
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
+              -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+              -fno-semantic-interposition -fno-plt -Iinclude -Isrc
+RELEASE_FLAGS = $(OPT) -DNDEBUG -fno-stack-protector -fomit-frame-pointer
+DEBUG_FLAGS   = -O1 -g -DHAKMEM_DEBUG=2
+LDLIBS_LIB    = -lpthread
+
+SRC_ALL := $(wildcard src/*.c) $(wildcard src/*.h) include/hakmem.h
+
+.PHONY: all lib debug clean test bench bench-full bench-peers
+all: lib
+lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a $(BUILD)/libhakmem_api.a
+
+$(BUILD)/obj:
+	@mkdir -p $@
+
+# Release objects: with the malloc override, and without it (hak_* only).
+$(BUILD)/obj/hakmem.o: $(SRC_ALL) | $(BUILD)/obj
+	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@
+$(BUILD)/obj/hakmem_api.o: $(SRC_ALL) | $(BUILD)/obj
+	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -DHAKMEM_NO_OVERRIDE -c src/hakmem.c -o $@
+$(BUILD)/obj/hakmem_debug.o: $(SRC_ALL) | $(BUILD)/obj
+	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -DHAKMEM_NO_OVERRIDE -c src/hakmem.c -o $@
+
+$(BUILD)/libhakmem.so: $(BUILD)/obj/hakmem.o
+	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $< $(LDLIBS_LIB)
+$(BUILD)/libhakmem.a: $(BUILD)/obj/hakmem.o
+	rm -f $@ && ar rcs $@ $<
+$(BUILD)/libhakmem_api.a: $(BUILD)/obj/hakmem_api.o
+	rm -f $@ && ar rcs $@ $<
+$(BUILD)/libhakmem_debug.a: $(BUILD)/obj/hakmem_debug.o
+	rm -f $@ && ar rcs $@ $<
+
+debug: $(BUILD)/libhakmem_debug.a
+
+clean:
+	rm -rf $(BUILD)
+
+-include tests/tests.mk
+-include bench/bench.mk
+-include fuzz/fuzz.mk

@@ -1,0 +1,348 @@
+/* heap.c — thread heaps: refill, flush, adoption and thread exit.
+ *
+ * A thread reaches its heap through one initial-exec TLS pointer. It starts at
+ * _hak_empty_heap, whose caches are all empty, so the first malloc of a thread falls into
+ * the refill below, which sets the thread up: the fast path never asks "initialised?".
+ *
+ * Per class a heap keeps a tcache (blocks ready to hand out) and its spans: the current
+ * one, partial ones, and full ones (parked until a block comes back; see span.c). A refill
+ * tries, in order: the current span; the next partial span; a span abandoned by a thread
+ * that exited; a fresh span from the shared pool. A span whose blocks have all come home
+ * goes back to the pool at once, unless it is the current one. */
+#include <sched.h>
+#include <sys/mman.h>
+#include "internal.h"
+
+hak_heap_t _hak_empty_heap;
+HAK_TLS hak_heap_t *_hak_thread_heap = &_hak_empty_heap;
+
+static pthread_mutex_t heaps_lock = HAK_LOCK_INIT;
+static hak_heap_t *heaps_all, *heaps_free;
+static char *meta_cur, *meta_end;               /* carving area for heap structs */
+
+static pthread_mutex_t aband_lock = HAK_LOCK_INIT;
+static _Atomic(hak_span_t *) abandoned[HAK_NCLASSES];
+
+/* ---- span lists (owner-private, doubly linked) -------------------------------------- */
+
+static void list_push(hak_span_t **head, hak_span_t *s) {
+    s->prev = NULL;
+    s->next = *head;
+    if (*head) (*head)->prev = s;
+    *head = s;
+}
+
+static void list_remove(hak_span_t **head, hak_span_t *s) {
+    if (s->prev) s->prev->next = s->next; else *head = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+}
+
+static void span_release(hak_span_t *s) {
+    hak_assert(s->used == 0);
+    _hak_pool_release(s);
+}
+
+/* ---- heaps ---------------------------------------------------------------------------- */
+
+static hak_heap_t *heap_new(void) {
+    hak_lock(&heaps_lock);
+    hak_heap_t *h = heaps_free;
+    if (h != NULL) {
+        heaps_free = h->next_free;
+    } else {
+        size_t sz = hak_align_up(sizeof(hak_heap_t), 64);
+        if (meta_cur == NULL || (size_t)(meta_end - meta_cur) < sz) {
+            size_t chunk = 256 * 1024;
+            void *m = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m == MAP_FAILED) { hak_unlock(&heaps_lock); return NULL; }
+            meta_cur = m;
+            meta_end = meta_cur + chunk;
+        }
+        h = (hak_heap_t *)meta_cur;
+        meta_cur += sz;
+        h->next_all = heaps_all;
+        heaps_all = h;
+    }
+    h->next_free = NULL;
+    h->live = 1;
+    hak_unlock(&heaps_lock);
+
+    memset(h->tc, 0, sizeof h->tc);
+    memset(h->bins, 0, sizeof h->bins);
+    relaxed_store(&h->notified, NULL);
+    h->refill_zero = 0;
+    for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = _hak_class_cap[c];
+    return h;
+}
+
+hak_heap_t *_hak_heap_thread_init(void) {
+    _hak_init();
+    hak_heap_t *h = heap_new();
+    if (h == NULL) return NULL;
+    /* Publish before pthread_setspecific: it may call calloc, which then finds this heap. */
+    _hak_thread_heap = h;
+    if (atomic_load_explicit(&_hak_thread_key_ok, memory_order_acquire))
+        pthread_setspecific(_hak_thread_key, h);
+    return h;
+}
+
+/* ---- notified spans --------------------------------------------------------------------- */
+
+static void notify_push(hak_heap_t *h, hak_span_t *s) {
+    hak_span_t *top = relaxed_load(&h->notified);
+    do {
+        s->notify_next = top;
+    } while (!atomic_compare_exchange_weak_explicit(&h->notified, &top, s, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* Full spans that got a block back move to the partial list. One whose notifier has not
+ * finished yet goes back on the stack for the next drain, so that a span is never on the
+ * partial list while it may still be NOTIFYING. */
+static void drain_notified(hak_heap_t *h) {
+    hak_span_t *s = atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);
+    while (s != NULL) {
+        hak_span_t *next = s->notify_next;
+        if ((atomic_load_explicit(&s->remote, memory_order_acquire) & HAK_RS_MASK) == HAK_RS_NOTIFYING) {
+            notify_push(h, s);
+        } else if (s->list == SPAN_FULL && relaxed_load(&s->owner) == h) {
+            hak_bin_t *bin = &h->bins[s->cls];
+            list_remove(&bin->full, s);
+            _hak_span_collect_remote(s);
+            if (s->used == 0) {
+                s->list = SPAN_LOOSE;
+                span_release(s);
+            } else {
+                s->list = SPAN_PARTIAL;
+                list_push(&bin->partial, s);
+            }
+        }
+        s = next;
+    }
+}
+
+/* ---- adoption ------------------------------------------------------------------------- */
+
+static hak_span_t *adopt(hak_heap_t *h, size_t c) {
+    if (relaxed_load(&abandoned[c]) == NULL) return NULL;
+    hak_lock(&aband_lock);
+    hak_span_t *s = relaxed_load(&abandoned[c]);
+    if (s != NULL) {
+        relaxed_store(&abandoned[c], s->next);
+        if (s->next) s->next->prev = NULL;
+        s->next = s->prev = NULL;
+        relaxed_store(&s->owner, h);
+    }
+    hak_unlock(&aband_lock);
+    if (s != NULL) _hak_span_collect_remote(s);
+    return s;
+}
+
+static void abandon(hak_span_t *s) {
+    relaxed_store(&s->owner, NULL);
+    s->list = SPAN_ABANDONED;
+    hak_lock(&aband_lock);
+    hak_span_t *head = relaxed_load(&abandoned[s->cls]);
+    s->prev = NULL;
+    s->next = head;
+    if (head) head->prev = s;
+    relaxed_store(&abandoned[s->cls], s);
+    hak_unlock(&aband_lock);
+}
+
+/* Spans abandoned by exited threads whose blocks all came home go back to the pool. */
+void _hak_heap_sweep_abandoned(void) {
+    hak_lock(&aband_lock);
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_span_t *s = relaxed_load(&abandoned[c]);
+        while (s != NULL) {
+            hak_span_t *next = s->next;
+            _hak_span_collect_remote(s);
+            if (s->used == 0) {
+                if (s->prev) s->prev->next = s->next; else relaxed_store(&abandoned[c], s->next);
+                if (s->next) s->next->prev = s->prev;
+                s->next = s->prev = NULL;
+                s->list = SPAN_LOOSE;
+                span_release(s);
+            }
+            s = next;
+        }
+    }
+    hak_unlock(&aband_lock);
+}
+
+/* ---- refill and flush ------------------------------------------------------------------ */
+
+SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
+    if (unlikely(h == &_hak_empty_heap)) {
+        h = _hak_heap_thread_init();
+        if (h == NULL) { errno = ENOMEM; return NULL; }
+    }
+    h->refill_zero = 0;
+    hak_tcache_t *tc = &h->tc[c];
+    if (tc->head != NULL) {              /* filled by a nested call during thread setup */
+        void *b = tc->head;
+        tc->head = *(void **)b;
+        tc->count--;
+        return b;
+    }
+    if (relaxed_load(&h->notified) != NULL) drain_notified(h);
+    hak_bin_t *bin = &h->bins[c];
+    uint32_t want = tc->cap / 2 + 1;
+    for (;;) {
+        hak_span_t *s = bin->cur;
+        if (s != NULL) {
+            void *first;
+            bool zero;
+            if (_hak_span_fill(s, tc, want, &first, &zero)) {
+                h->refill_zero = zero;
+                return first;
+            }
+            /* Every block is out. Park the span unless a remote free just arrived. */
+            if (_hak_span_try_mark_full(s)) {
+                bin->cur = NULL;
+                s->list = SPAN_FULL;
+                list_push(&bin->full, s);
+            }
+            continue;
+        }
+        if ((s = bin->partial) != NULL) {
+            list_remove(&bin->partial, s);
+        } else if ((s = adopt(h, c)) == NULL) {
+            s = _hak_pool_acquire(c, h);
+            if (s == NULL) { errno = ENOMEM; return NULL; }
+        }
+        s->list = SPAN_CUR;
+        bin->cur = s;
+    }
+}
+
+/* A block goes home to its span (the owner's own, so no atomics). */
+static void return_block(hak_heap_t *h, void *b) {
+    hak_span_t *s = hak_span_of(hak_ss_of(b), b);
+    *(void **)b = s->free;
+    s->free = b;
+    s->nfree++;
+    hak_assert(s->used > 0);
+    s->used--;
+    hak_bin_t *bin = &h->bins[s->cls];
+    if (s->list == SPAN_FULL && _hak_span_try_unmark_full(s)) {
+        list_remove(&bin->full, s);
+        s->list = SPAN_PARTIAL;
+        list_push(&bin->partial, s);
+    }
+    if (s->used == 0 && s->list == SPAN_PARTIAL) {
+        list_remove(&bin->partial, s);
+        s->list = SPAN_LOOSE;
+        span_release(s);
+    }
+}
+
+/* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
+ * sends the rest home. */
+SLOW_PATH void _hak_heap_flush(hak_heap_t *h, size_t c, uint32_t keep) {
+    hak_tcache_t *tc = &h->tc[c];
+    void *b = tc->head, *prev = NULL;
+    uint32_t i = 0;
+    for (; i < keep && b != NULL; i++) { prev = b; b = *(void **)b; }
+    if (prev) *(void **)prev = NULL; else tc->head = NULL;
+    tc->count = i;
+    while (b != NULL) {
+        void *next = *(void **)b;
+        return_block(h, b);
+        b = next;
+    }
+}
+
+void _hak_heap_flush_all(hak_heap_t *h) {
+    if (h == &_hak_empty_heap) return;
+    for (size_t c = 0; c < HAK_NCLASSES; c++)
+        if (h->tc[c].head != NULL) _hak_heap_flush(h, c, 0);
+}
+
+/* ---- thread exit ----------------------------------------------------------------------- */
+
+static void unpark_full(hak_span_t *s, bool wait) {
+    for (;;) {
+        uintptr_t v = atomic_load_explicit(&s->remote, memory_order_acquire);
+        uintptr_t st = v & HAK_RS_MASK;
+        if (st == HAK_RS_FULL) {
+            if (_hak_span_try_unmark_full(s)) return;
+        } else if (st == HAK_RS_NOTIFYING && wait) {
+            sched_yield();
+        } else {
+            if (st == HAK_RS_NOTIFYING)   /* fork child: the notifier no longer exists */
+                atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK, memory_order_release);
+            return;
+        }
+    }
+}
+
+static void hand_back(hak_span_t *s) {
+    _hak_span_collect_remote(s);
+    if (s->used == 0) {
+        s->list = SPAN_LOOSE;
+        span_release(s);
+    } else {
+        abandon(s);
+    }
+}
+
+/* The pthread key destructor: every cached block goes home, every span goes back to the
+ * pool (if empty) or to the abandoned lists for other threads to adopt. */
+void _hak_heap_thread_exit(void *arg) {
+    hak_heap_t *h = arg;
+    if (h == NULL || h == &_hak_empty_heap) return;
+    _hak_heap_flush_all(h);
+    for (size_t c = 0; c < HAK_NCLASSES; c++)
+        for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, true);
+    /* No span of ours is NOTIFYING any more, so no one will push onto h->notified again. */
+    atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_bin_t *bin = &h->bins[c];
+        if (bin->cur) hand_back(bin->cur);
+        hak_span_t *lists[2] = { bin->partial, bin->full };
+        for (int k = 0; k < 2; k++) {
+            for (hak_span_t *s = lists[k], *next; s != NULL; s = next) {
+                next = s->next;
+                s->next = s->prev = NULL;
+                hand_back(s);
+            }
+        }
+        bin->cur = bin->partial = bin->full = NULL;
+    }
+    if (_hak_thread_heap == h) _hak_thread_heap = &_hak_empty_heap;
+    hak_lock(&heaps_lock);
+    h->live = 0;
+    h->next_free = heaps_free;
+    heaps_free = h;
+    hak_unlock(&heaps_lock);
+}
+
+/* ---- fork ------------------------------------------------------------------------------ */
+
+void _hak_heap_lock_all(void) { hak_lock(&heaps_lock); hak_lock(&aband_lock); }
+void _hak_heap_unlock_all(void) { hak_unlock(&aband_lock); hak_unlock(&heaps_lock); }
+
+/* In the child only the forking thread exists. Its heap may have spans whose notifier was
+ * another thread, now gone: finish their hand-over here. Heaps of the other threads stay
+ * as they were (their blocks may still be in use by the child and freed remotely). */
+void _hak_heap_after_fork_child(void) {
+    hak_lock_reset(&heaps_lock);
+    hak_lock_reset(&aband_lock);
+    hak_heap_t *h = _hak_thread_heap;
+    if (h == &_hak_empty_heap) return;
+    for (size_t c = 0; c < HAK_NCLASSES; c++)
+        for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, false);
+    atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_bin_t *bin = &h->bins[c];
+        for (hak_span_t *s = bin->full, *next; s != NULL; s = next) {
+            next = s->next;
+            list_remove(&bin->full, s);
+            s->list = SPAN_PARTIAL;
+            list_push(&bin->partial, s);
+        }
+    }
+}

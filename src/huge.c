@@ -1,0 +1,212 @@
+/* huge.c — blocks above the large tier: a 2 MiB-aligned mapping each, and the BigCache.
+ *
+ * The mapping starts with a 64-byte header; the payload follows it (or sits at the
+ * requested alignment). Every 2 MiB chunk of the mapping is in the registry, pointing at
+ * the header, so free finds it from any address and a mapping never shares a chunk with
+ * another. Freed mappings are kept in the BigCache (bounded in bytes) for reuse, purged
+ * after the purge delay, and unmapped beyond the cap. realloc grows in place or moves the
+ * page tables with mremap: no copy. */
+#include <sys/mman.h>
+#include "internal.h"
+
+static pthread_mutex_t huge_lock = HAK_LOCK_INIT;
+static hak_huge_t *cache;          /* most recently freed first */
+static size_t cache_bytes;
+
+static void huge_unmap(hak_huge_t *h) {
+    size_t len = h->maplen;
+    h->magic = 0;
+    _hak_registry_clear((uintptr_t)h, len);
+    _hak_os_unmap(h, len);
+}
+
+/* Best fit that wastes at most a quarter (and keeps the alignment). */
+static hak_huge_t *cache_take(size_t maplen, size_t malign) {
+    hak_huge_t **best = NULL;
+    for (hak_huge_t **pp = &cache; *pp != NULL; pp = &(*pp)->next) {
+        hak_huge_t *h = *pp;
+        if (h->maplen < maplen || h->maplen > maplen + maplen / 4 + HAK_SS_SIZE) continue;
+        if (((uintptr_t)h & (malign - 1)) != 0) continue;
+        if (best == NULL || h->maplen < (*best)->maplen) best = pp;
+    }
+    if (best == NULL) return NULL;
+    hak_huge_t *h = *best;
+    *best = h->next;
+    cache_bytes -= h->maplen;
+    return h;
+}
+
+static size_t purge_cache_locked(bool all) {
+    uint64_t now = _hak_now_ms();
+    size_t bytes = 0;
+    for (hak_huge_t *h = cache; h != NULL; h = h->next) {
+        if (h->purged || (!all && now - h->cached_at < (uint64_t)_hak_opt.purge_delay_ms)) continue;
+        _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE);
+        h->purged = 1;
+        bytes += h->maplen - HAK_PAGE;
+    }
+    return bytes;
+}
+
+void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
+    if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST / 2) { errno = ENOMEM; return NULL; }
+    if (atomic_load_explicit(&_hak_init_state, memory_order_acquire) < 2) _hak_init();
+    size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
+    size_t maplen = hak_align_up(off + size, HAK_SS_SIZE);
+    size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
+
+    hak_lock(&huge_lock);
+    hak_huge_t *h = cache_take(maplen, malign);
+    if (cache != NULL) purge_cache_locked(false);
+    hak_unlock(&huge_lock);
+    if (h != NULL) {
+        char *p = (char *)h + off;
+        if (zero) {
+            /* a purged mapping reads as zero past its first page */
+            size_t dirty = !h->purged ? size : off < HAK_PAGE ? HAK_PAGE - off : 0;
+            memset(p, 0, dirty < size ? dirty : size);
+        }
+        h->size = size;
+        h->offset = off;
+        h->state = HUGE_LIVE;
+        h->purged = 0;
+        return p;
+    }
+    void *base = _hak_os_map_aligned(maplen, malign);
+    if (base == NULL) { errno = ENOMEM; return NULL; }
+    if (!_hak_registry_set((uintptr_t)base, maplen, (uintptr_t)base | HAK_REG_HUGE)) {
+        _hak_os_unmap(base, maplen);
+        errno = ENOMEM;
+        return NULL;
+    }
+    h = base;                                /* fresh from the kernel: zero already */
+    h->magic = HAK_HUGE_MAGIC;
+    h->size = size;
+    h->maplen = maplen;
+    h->offset = off;
+    h->state = HUGE_LIVE;
+    return (char *)base + off;
+}
+
+void _hak_huge_free(hak_huge_t *h, void *p) {
+    if (h->magic != HAK_HUGE_MAGIC || (char *)h + h->offset != (char *)p) {
+        _hak_report_invalid(HAK_ERR_INVALID_FREE, p);
+        return;
+    }
+    if (h->state != HUGE_LIVE) {
+        _hak_report_invalid(HAK_ERR_DOUBLE_FREE, p);
+        return;
+    }
+    size_t cap = (size_t)_hak_opt.bigcache_mb << 20;
+    if (h->maplen > cap / 4) {
+        huge_unmap(h);
+        return;
+    }
+    hak_lock(&huge_lock);
+    h->state = HUGE_CACHED;
+    h->purged = 0;
+    h->cached_at = _hak_now_ms();
+    h->next = cache;
+    cache = h;
+    cache_bytes += h->maplen;
+    hak_huge_t *evict = NULL;
+    while (cache_bytes > cap) {             /* drop the oldest */
+        hak_huge_t **pp = &cache;
+        while ((*pp)->next != NULL) pp = &(*pp)->next;
+        hak_huge_t *old = *pp;
+        *pp = NULL;
+        cache_bytes -= old->maplen;
+        old->next = evict;
+        evict = old;
+    }
+    purge_cache_locked(false);
+    hak_unlock(&huge_lock);
+    while (evict != NULL) {
+        hak_huge_t *next = evict->next;
+        huge_unmap(evict);
+        evict = next;
+    }
+}
+
+size_t _hak_huge_usable(const hak_huge_t *h) {
+    return hak_align_up(h->offset + h->size, HAK_PAGE) - h->offset;
+}
+
+void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
+    if (h->magic != HAK_HUGE_MAGIC || (char *)h + h->offset != (char *)p || h->state != HUGE_LIVE) {
+        _hak_report_invalid(HAK_ERR_INVALID_REALLOC, p);
+        return NULL;
+    }
+    if (size <= HAK_LARGE_MAX) {
+        void *q = hak_malloc(size);
+        if (q == NULL) return NULL;
+        memcpy(q, p, size);
+        _hak_huge_free(h, p);
+        return q;
+    }
+    if (size > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
+    size_t need = h->offset + size;
+    size_t newlen = hak_align_up(need, HAK_SS_SIZE);
+    if (newlen == h->maplen || (newlen < h->maplen && newlen > h->maplen / 2)) {
+        h->size = size;                     /* fits the mapping we have */
+        return p;
+    }
+    if (newlen < h->maplen) {               /* shrink a lot: give the tail back */
+        char *tail = (char *)h + newlen;
+        size_t tlen = h->maplen - newlen;
+        _hak_registry_clear((uintptr_t)tail, tlen);
+        _hak_os_unmap(tail, tlen);
+        h->maplen = newlen;
+        h->size = size;
+        return p;
+    }
+    size_t oldlen = h->maplen;
+    void *nb;
+    if (!_hak_os_remap_aligned(h, oldlen, newlen, &nb)) { errno = ENOMEM; return NULL; }
+    uintptr_t entry = (uintptr_t)nb | HAK_REG_HUGE;
+    if (nb == (void *)h) {
+        if (!_hak_registry_set((uintptr_t)h + oldlen, newlen - oldlen, entry)) {
+            mremap(h, newlen, oldlen, 0);
+            errno = ENOMEM;
+            return NULL;
+        }
+    } else {
+        _hak_registry_clear((uintptr_t)h, oldlen);
+        if (!_hak_registry_set((uintptr_t)nb, newlen, entry)) {
+            /* put it back where it was; the old range is free again */
+            void *back = mremap(nb, newlen, oldlen, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)h);
+            if (back != MAP_FAILED) _hak_registry_set((uintptr_t)h, oldlen, (uintptr_t)h | HAK_REG_HUGE);
+            errno = ENOMEM;
+            return NULL;
+        }
+        h = nb;
+    }
+    h->maplen = newlen;
+    h->size = size;
+    return (char *)h + h->offset;
+}
+
+size_t _hak_huge_purge(bool all) {
+    hak_lock(&huge_lock);
+    size_t bytes = 0;
+    hak_huge_t *list = NULL;
+    if (all) {
+        list = cache;
+        cache = NULL;
+        cache_bytes = 0;
+    } else {
+        bytes = purge_cache_locked(false);
+    }
+    hak_unlock(&huge_lock);
+    while (list != NULL) {
+        hak_huge_t *next = list->next;
+        bytes += list->maplen;
+        huge_unmap(list);
+        list = next;
+    }
+    return bytes;
+}
+
+void _hak_huge_lock(void) { hak_lock(&huge_lock); }
+void _hak_huge_unlock(void) { hak_unlock(&huge_lock); }
+void _hak_huge_reset_lock(void) { hak_lock_reset(&huge_lock); }

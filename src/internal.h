@@ -1,0 +1,162 @@
+/* internal.h — what hakmem's modules share: build switches, small inline helpers, and the
+ * prototypes of each file, grouped under the file that defines them. Internal functions
+ * carry the _hak_ prefix and hidden visibility (the whole library is built hidden). */
+#ifndef HAKMEM_INTERNAL_H
+#define HAKMEM_INTERNAL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include "hakmem.h"
+#include "types.h"
+
+#define likely(x)     __builtin_expect(!!(x), 1)
+#define unlikely(x)   __builtin_expect(!!(x), 0)
+#define FAST_PATH     static inline __attribute__((always_inline))
+#define SLOW_PATH     __attribute__((noinline, cold))
+#define HAK_TLS       __thread __attribute__((tls_model("initial-exec")))
+
+#ifndef HAKMEM_DEBUG
+#define HAKMEM_DEBUG 0
+#endif
+#if HAKMEM_DEBUG > 0
+#define hak_assert(e) ((e) ? (void)0 : _hak_assert_fail(#e, __FILE__, __LINE__))
+#else
+#define hak_assert(e) ((void)0)
+#endif
+
+#define relaxed_load(p)     atomic_load_explicit((p), memory_order_relaxed)
+#define relaxed_store(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+
+#define HAK_SS_MAGIC    0x68616b6d656d5353ull   /* "hakmemSS" */
+#define HAK_HUGE_MAGIC  0x68616b6d656d4855ull   /* "hakmemHU" */
+enum { HUGE_LIVE = 1, HUGE_CACHED = 2 };
+
+static inline size_t hak_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+/* ---- size_class.c ---------------------------------------------------------------- */
+extern const uint8_t  _hak_tiny_class[HAK_TINY_MAX / 16 + 1];  /* (n + 15) >> 4 -> class */
+extern const uint32_t _hak_class_size[HAK_NCLASSES];
+extern uint8_t  _hak_class_units[HAK_NCLASSES];    /* span length in units */
+extern uint16_t _hak_class_cap[HAK_NCLASSES];      /* default tcache capacity */
+extern uint8_t  _hak_aligned_class[17][HAK_NCLASSES]; /* [log2 align][class] -> class, 0xff */
+void _hak_size_class_init(void);
+
+/* Class of a request of 1 KiB < n ≤ 1 MiB: four classes per doubling, no loop. */
+FAST_PATH size_t hak_class_above_tiny(size_t n) {
+    size_t m = n - 1;
+    unsigned b = 63u - (unsigned)__builtin_clzl(m);          /* 10 .. 19 */
+    return 8 + (b - 7) * 4 + ((m >> (b - 2)) & 3);
+}
+FAST_PATH size_t hak_size_class(size_t n) {                  /* n ≤ HAK_LARGE_MAX */
+    return n <= HAK_TINY_MAX ? _hak_tiny_class[(n + 15) >> 4] : hak_class_above_tiny(n);
+}
+
+/* ---- registry.c: which 2 MiB chunks are hakmem's ---------------------------------- */
+#define HAK_REG_LEAF_BITS 13
+#define HAK_REG_TOP_BITS  (48 - HAK_SS_SHIFT - HAK_REG_LEAF_BITS)
+#define HAK_REG_SS        ((uintptr_t)1)     /* entry of a superslab chunk */
+#define HAK_REG_HUGE      ((uintptr_t)2)     /* entry of a huge chunk: header | 2 */
+extern _Atomic(_Atomic(uintptr_t) *) _hak_reg_top[1u << HAK_REG_TOP_BITS];
+
+FAST_PATH uintptr_t hak_registry_lookup(uintptr_t a) {
+    uintptr_t top = a >> (HAK_SS_SHIFT + HAK_REG_LEAF_BITS);
+    if (unlikely(top >= (1u << HAK_REG_TOP_BITS))) return 0;
+    _Atomic(uintptr_t) *leaf = relaxed_load(&_hak_reg_top[top]);
+    if (unlikely(leaf == NULL)) return 0;
+    return relaxed_load(&leaf[(a >> HAK_SS_SHIFT) & ((1u << HAK_REG_LEAF_BITS) - 1)]);
+}
+bool _hak_registry_set(uintptr_t base, size_t len, uintptr_t entry);  /* false: no memory */
+void _hak_registry_clear(uintptr_t base, size_t len);
+void _hak_registry_lock(void);
+void _hak_registry_unlock(void);
+void _hak_registry_reset_lock(void);
+
+/* ---- superslab.c: 2 MiB regions and the shared span pool --------------------------- */
+FAST_PATH hak_superslab_t *hak_ss_of(const void *p) {
+    return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
+}
+FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
+    unsigned unit = (unsigned)(((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1));
+    return &ss->spans[ss->unit_span[unit]];
+}
+hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner);   /* NULL: out of memory */
+void _hak_pool_release(hak_span_t *s);
+size_t _hak_pool_purge(bool all);           /* bytes returned to the OS */
+void _hak_pool_lock(void);
+void _hak_pool_unlock(void);
+void _hak_pool_reset_lock(void);
+
+/* ---- span.c: blocks inside a span -------------------------------------------------- */
+uint32_t _hak_span_collect_remote(hak_span_t *s);
+uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero);
+void _hak_span_free_remote(hak_span_t *s, void *p);
+bool _hak_span_try_mark_full(hak_span_t *s);
+bool _hak_span_try_unmark_full(hak_span_t *s);
+
+/* ---- heap.c: thread heaps ---------------------------------------------------------- */
+extern hak_heap_t _hak_empty_heap;
+extern HAK_TLS hak_heap_t *_hak_thread_heap;
+void *_hak_heap_refill(hak_heap_t *h, size_t cls);   /* sets h->refill_zero */
+void _hak_heap_flush(hak_heap_t *h, size_t cls, uint32_t keep);
+void _hak_heap_flush_all(hak_heap_t *h);
+hak_heap_t *_hak_heap_thread_init(void);
+void _hak_heap_thread_exit(void *heap);
+void _hak_heap_sweep_abandoned(void);
+void _hak_heap_lock_all(void);
+void _hak_heap_unlock_all(void);
+void _hak_heap_after_fork_child(void);
+
+/* ---- huge.c: blocks above the large tier, and the BigCache ------------------------- */
+void *_hak_huge_alloc(size_t size, size_t align, bool zero);
+void _hak_huge_free(hak_huge_t *h, void *p);
+void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size);
+size_t _hak_huge_usable(const hak_huge_t *h);
+size_t _hak_huge_purge(bool all);
+void _hak_huge_lock(void);
+void _hak_huge_unlock(void);
+void _hak_huge_reset_lock(void);
+
+/* ---- os.c: the only file that talks to the kernel about memory --------------------- */
+void *_hak_os_map_aligned(size_t size, size_t align);   /* NULL + ENOMEM on failure */
+void _hak_os_unmap(void *p, size_t size);
+void _hak_os_purge(void *p, size_t size);               /* per the purge option */
+bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, void **out);
+uint64_t _hak_now_ms(void);
+
+/* ---- options.c ---------------------------------------------------------------------- */
+typedef struct hak_options_s {
+    long purge_delay_ms;      /* free memory older than this is purged */
+    long purge_dontneed;      /* 1: MADV_DONTNEED, 0: MADV_FREE */
+    long dirty_max_mb;        /* purge at once above this much free resident memory */
+    long superslab_retain;    /* empty superslabs kept mapped */
+    long bigcache_mb;         /* bytes of freed huge mappings kept */
+    long tcache_max;          /* ceiling on any class's tcache capacity */
+    long on_error_warn;       /* 1: report misuse and go on; 0: report and abort */
+} hak_options_t;
+extern hak_options_t _hak_opt;
+void _hak_options_init(void);
+
+/* ---- diag.c: reports that never allocate ------------------------------------------- */
+enum { HAK_ERR_INVALID_FREE = 1, HAK_ERR_INVALID_REALLOC, HAK_ERR_INVALID_USABLE,
+       HAK_ERR_DOUBLE_FREE };
+void _hak_report_invalid(int kind, const void *p);
+void _hak_fatal(const char *msg);
+void _hak_assert_fail(const char *expr, const char *file, int line);
+
+/* ---- init.c: process and thread lifecycle ------------------------------------------ */
+extern _Atomic int _hak_init_state;       /* 0 none, 1 in progress, 2 core ready, 3 done */
+void _hak_init(void);
+extern pthread_key_t _hak_thread_key;
+extern _Atomic int _hak_thread_key_ok;
+
+/* ---- lock helpers: pthread mutexes, re-initialised in a forked child -------------- */
+#define HAK_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+static inline void hak_lock(pthread_mutex_t *m) { pthread_mutex_lock(m); }
+static inline void hak_unlock(pthread_mutex_t *m) { pthread_mutex_unlock(m); }
+static inline void hak_lock_reset(pthread_mutex_t *m) {
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(m, &fresh, sizeof fresh);
+}
+
+#endif /* HAKMEM_INTERNAL_H */

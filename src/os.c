@@ -1,0 +1,68 @@
+/* os.c — every request to the kernel for memory goes through here.
+ *
+ * Regions are mapped aligned (superslabs and huge blocks both sit on 2 MiB boundaries so
+ * that the registry maps whole chunks). A first try asks for the spot just below the last
+ * mapping, which the kernel usually grants aligned; otherwise we over-map and trim. */
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+
+static _Atomic uintptr_t next_hint;   /* where the next aligned mapping probably fits */
+
+static void *map_at(void *hint, size_t size) {
+    void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *_hak_os_map_aligned(size_t size, size_t align) {
+    uintptr_t hint = relaxed_load(&next_hint);
+    if (hint > size && align <= HAK_SS_SIZE) {
+        void *p = map_at((void *)(hint - size), size);
+        if (p != NULL && ((uintptr_t)p & (align - 1)) == 0) {
+            relaxed_store(&next_hint, (uintptr_t)p);
+            return p;
+        }
+        if (p != NULL) munmap(p, size);
+    }
+    if (size + align < size) { errno = ENOMEM; return NULL; }
+    char *raw = map_at(NULL, size + align);
+    if (raw == NULL) { errno = ENOMEM; return NULL; }
+    char *p = (char *)hak_align_up((uintptr_t)raw, align);
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    size_t tail = (size_t)(raw + size + align - (p + size));
+    if (tail) munmap(p + size, tail);
+    relaxed_store(&next_hint, (uintptr_t)p);
+    return p;
+}
+
+void _hak_os_unmap(void *p, size_t size) {
+    munmap(p, size);
+}
+
+void _hak_os_purge(void *p, size_t size) {
+#ifdef MADV_FREE
+    if (!_hak_opt.purge_dontneed && madvise(p, size, MADV_FREE) == 0) return;
+#endif
+    madvise(p, size, MADV_DONTNEED);
+}
+
+/* Grows or moves a mapping to newlen, keeping it 2 MiB aligned: in place if the kernel
+ * can extend it, else page tables move into a fresh aligned reservation (no copy). */
+bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, void **out) {
+    void *p = mremap(old, oldlen, newlen, 0);
+    if (p != MAP_FAILED) { *out = p; return true; }
+    void *dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
+    if (dst == NULL) return false;
+    p = mremap(old, oldlen, newlen, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+    if (p == MAP_FAILED) { munmap(dst, newlen); errno = ENOMEM; return false; }
+    *out = p;
+    return true;
+}
+
+uint64_t _hak_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}

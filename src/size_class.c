@@ -1,0 +1,80 @@
+/* size_class.c — the size classes and their geometry.
+ *
+ * Sixteen-byte steps to 128 B, then four classes per doubling up to 1 MiB: the worst
+ * internal waste is 1/5 (a request of 2^k + 1 bytes in a class of 1.25 * 2^k). Requests up
+ * to 1 KiB find their class with one table load; larger ones with a count of leading zeros
+ * (size_class.h's hak_class_above_tiny) — no loop, no chain of branches. The per-class
+ * span length and cache depth are computed once at initialisation. */
+#include "internal.h"
+
+const uint8_t _hak_tiny_class[HAK_TINY_MAX / 16 + 1] = {
+    0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 10, 10, 11,
+    11, 12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15,
+    15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17,
+    17, 18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19,
+    19,
+};
+
+const uint32_t _hak_class_size[HAK_NCLASSES] = {
+    16, 32, 48, 64, 80, 96, 112, 128,
+    160, 192, 224, 256, 320, 384, 448, 512,
+    640, 768, 896, 1024, 1280, 1536, 1792, 2048,
+    2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192,
+    10240, 12288, 14336, 16384, 20480, 24576, 28672, 32768,
+    40960, 49152, 57344, 65536, 81920, 98304, 114688, 131072,
+    163840, 196608, 229376, 262144, 327680, 393216, 458752, 524288,
+    655360, 786432, 917504, 1048576,
+};
+
+uint8_t  _hak_class_units[HAK_NCLASSES];
+uint16_t _hak_class_cap[HAK_NCLASSES];
+uint8_t  _hak_aligned_class[17][HAK_NCLASSES];
+
+/* Span length of a class. Tiny: one unit. Mid: at least 8 blocks, and the length among
+ * the next few that wastes least. Large: exactly one block, whose tail pages stay
+ * untouched (virtual only) unless the program writes them. */
+static uint8_t class_units(uint32_t bsize) {
+    if (bsize <= HAK_TINY_MAX) return 1;
+    if (bsize > HAK_MID_MAX) return (uint8_t)((bsize + HAK_UNIT_SIZE - 1) / HAK_UNIT_SIZE);
+    size_t lo = (8 * (size_t)bsize + HAK_UNIT_SIZE - 1) / HAK_UNIT_SIZE, best = lo;
+    size_t best_waste = (size_t)-1;
+    for (size_t n = lo; n <= lo + 3 && n <= 15; n++) {
+        size_t bytes = n * HAK_UNIT_SIZE, waste = bytes % bsize;
+        if (waste < best_waste) { best = n; best_waste = waste; }
+    }
+    return (uint8_t)best;
+}
+
+/* Cache depth: about 64 KiB of tiny blocks, 256 KiB of mid blocks, one or two large ones. */
+static uint16_t class_cap(uint32_t bsize) {
+    size_t cap;
+    if (bsize <= HAK_TINY_MAX) cap = (64 * 1024) / bsize;
+    else if (bsize <= HAK_MID_MAX) cap = (256 * 1024) / bsize;
+    else cap = bsize <= 256 * 1024 ? 2 : 1;
+    if (bsize <= HAK_MID_MAX && cap < 4) cap = 4;
+    if (cap > 256) cap = 256;
+    if (_hak_opt.tcache_max > 0 && cap > (size_t)_hak_opt.tcache_max) cap = (size_t)_hak_opt.tcache_max;
+    return (uint16_t)cap;
+}
+
+void _hak_size_class_init(void) {
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        _hak_class_units[c] = class_units(_hak_class_size[c]);
+        _hak_class_cap[c] = class_cap(_hak_class_size[c]);
+    }
+    /* Every block of a span is aligned to A when the span start is (spans start on a
+     * 64 KiB boundary) and either the block size is a multiple of A or the span holds a
+     * single block. */
+    for (unsigned s = 0; s <= 16; s++) {
+        size_t a = (size_t)1 << s;
+        for (size_t c = 0; c < HAK_NCLASSES; c++) {
+            uint8_t found = 0xff;
+            for (size_t d = c; d < HAK_NCLASSES; d++) {
+                uint32_t bs = _hak_class_size[d];
+                size_t cap = (size_t)_hak_class_units[d] * HAK_UNIT_SIZE / bs;
+                if (bs % a == 0 || cap == 1) { found = (uint8_t)d; break; }
+            }
+            _hak_aligned_class[s][c] = found;
+        }
+    }
+}

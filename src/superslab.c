@@ -1,0 +1,197 @@
+/* superslab.c — 2 MiB regions and the one pool of spans that every size class shares.
+ *
+ * Any free run of units in any superslab can serve any class (the seeds' first design
+ * tied a superslab to one class and churned through hundreds of mmaps). Returned spans
+ * stay mapped and "dirty" (resident) for reuse; they are purged (MADV_DONTNEED by default)
+ * once they have been free for the purge delay, or at once when dirty memory passes its
+ * cap, and empty superslabs beyond the retain count are unmapped. All of this runs under
+ * one lock, taken once per span (64 KiB or more of allocation), never per block. */
+#include "internal.h"
+
+enum { SSL_NONE = 0, SSL_PARTIAL, SSL_EMPTY, SSL_FULL };
+
+static pthread_mutex_t pool_lock = HAK_LOCK_INIT;
+static hak_superslab_t *ss_partial;      /* some units free */
+static hak_superslab_t *ss_empty;        /* every unit free */
+static size_t n_empty;
+static size_t dirty_bytes;               /* free but resident */
+static uint64_t next_purge_at;
+
+static void ss_push(hak_superslab_t **head, hak_superslab_t *ss, uint8_t list) {
+    ss->prev = NULL;
+    ss->next = *head;
+    if (*head) (*head)->prev = ss;
+    *head = ss;
+    ss->list = list;
+}
+
+static void ss_remove(hak_superslab_t **head, hak_superslab_t *ss) {
+    if (ss->prev) ss->prev->next = ss->next; else *head = ss->next;
+    if (ss->next) ss->next->prev = ss->prev;
+    ss->next = ss->prev = NULL;
+    ss->list = SSL_NONE;
+}
+
+static hak_superslab_t *ss_map(void) {
+    void *m = _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
+    if (m == NULL) return NULL;
+    if (!_hak_registry_set((uintptr_t)m, HAK_SS_SIZE, HAK_REG_SS)) {
+        _hak_os_unmap(m, HAK_SS_SIZE);
+        return NULL;
+    }
+    hak_superslab_t *ss = m;                /* fresh pages read as zero */
+    ss->magic = HAK_SS_MAGIC;
+    ss->free_mask = HAK_UNITS_ALL;
+    return ss;
+}
+
+static void ss_unmap(hak_superslab_t *ss) {
+    dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
+    ss->magic = 0;
+    _hak_registry_clear((uintptr_t)ss, HAK_SS_SIZE);
+    _hak_os_unmap(ss, HAK_SS_SIZE);
+}
+
+/* Lowest unit starting a run of n free units, or -1. Shifting in zeros from the top
+ * rules out runs that would pass the end. */
+static int find_run(uint32_t free_mask, unsigned n) {
+    uint32_t m = free_mask;
+    for (unsigned k = 1; k < n; k++) m &= free_mask >> k;
+    return m ? __builtin_ctz(m) : -1;
+}
+
+static size_t purge_ss(hak_superslab_t *ss) {
+    uint32_t d = ss->dirty_mask;
+    size_t bytes = 0;
+    while (d) {
+        unsigned u = (unsigned)__builtin_ctz(d);
+        unsigned n = (unsigned)__builtin_ctz(~(d >> u));   /* length of the run */
+        if (n == 0 || u + n > HAK_UNITS) n = HAK_UNITS - u;
+        _hak_os_purge((char *)ss + (size_t)u * HAK_UNIT_SIZE, (size_t)n * HAK_UNIT_SIZE);
+        bytes += (size_t)n * HAK_UNIT_SIZE;
+        d &= ~(n == 32 ? ~0u : (((1u << n) - 1) << u));
+    }
+    dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
+    ss->dirty_mask = 0;
+    return bytes;
+}
+
+static size_t purge_locked(uint64_t now, bool all) {
+    size_t bytes = 0;
+    uint64_t delay = (uint64_t)_hak_opt.purge_delay_ms;
+    hak_superslab_t *lists[2] = { ss_partial, ss_empty };
+    for (int k = 0; k < 2; k++)
+        for (hak_superslab_t *ss = lists[k]; ss != NULL; ss = ss->next)
+            if (ss->dirty_mask && (all || now - ss->dirty_since >= delay)) bytes += purge_ss(ss);
+    return bytes;
+}
+
+static void maybe_purge(void) {
+    if (dirty_bytes > (size_t)_hak_opt.dirty_max_mb << 20) {
+        purge_locked(0, true);
+        return;
+    }
+    if (dirty_bytes == 0) return;
+    uint64_t now = _hak_now_ms();
+    if (now < next_purge_at) return;
+    purge_locked(now, false);
+    next_purge_at = now + (uint64_t)_hak_opt.purge_delay_ms / 4 + 1;
+}
+
+hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
+    unsigned n = _hak_class_units[cls];
+    hak_lock(&pool_lock);
+    hak_superslab_t *ss;
+    int u = -1;
+    for (ss = ss_partial; ss != NULL; ss = ss->next)
+        if ((u = find_run(ss->free_mask, n)) >= 0) break;
+    if (ss == NULL) {
+        if ((ss = ss_empty) != NULL) {
+            ss_remove(&ss_empty, ss);
+            n_empty--;
+        } else if ((ss = ss_map()) == NULL) {
+            hak_unlock(&pool_lock);
+            return NULL;
+        }
+        ss_push(&ss_partial, ss, SSL_PARTIAL);
+        u = find_run(ss->free_mask, n);
+    }
+    uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
+    ss->free_mask &= ~m;
+    uint32_t dirty = ss->dirty_mask & m;
+    dirty_bytes -= (size_t)__builtin_popcount(dirty) * HAK_UNIT_SIZE;
+    ss->dirty_mask &= ~m;
+    if (ss->free_mask == 0) ss_remove(&ss_partial, ss), ss->list = SSL_FULL;
+    for (unsigned k = (unsigned)u; k < (unsigned)u + n; k++) ss->unit_span[k] = (uint8_t)u;
+    maybe_purge();
+    hak_unlock(&pool_lock);
+
+    hak_span_t *s = &ss->spans[u];
+    uint32_t bs = _hak_class_size[cls];
+    s->cls = (uint8_t)cls;
+    s->units = (uint8_t)n;
+    s->zero = dirty == 0;
+    s->bsize = bs;
+    s->start = (char *)ss + (size_t)u * HAK_UNIT_SIZE;
+    s->capacity = (uint32_t)((size_t)n * HAK_UNIT_SIZE / bs);
+    s->bump = s->start;
+    s->end = s->start + (size_t)s->capacity * bs;
+    s->free = NULL;
+    s->used = s->nfree = 0;
+    s->next = s->prev = s->notify_next = NULL;
+    s->list = SPAN_LOOSE;
+    atomic_store_explicit(&s->remote, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->owner, owner, memory_order_release);
+    return s;
+}
+
+void _hak_pool_release(hak_span_t *s) {
+    hak_superslab_t *ss = hak_ss_of(s);
+    unsigned u = (unsigned)(s - ss->spans), n = s->units;
+    uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
+    relaxed_store(&s->owner, NULL);
+    s->list = SPAN_POOL;
+    hak_lock(&pool_lock);
+    if (ss->dirty_mask == 0) ss->dirty_since = _hak_now_ms();
+    ss->free_mask |= m;
+    ss->dirty_mask |= m;
+    dirty_bytes += (size_t)n * HAK_UNIT_SIZE;
+    if (ss->list == SSL_FULL) ss_push(&ss_partial, ss, SSL_PARTIAL);
+    if (ss->free_mask == HAK_UNITS_ALL) {
+        ss_remove(&ss_partial, ss);
+        ss_push(&ss_empty, ss, SSL_EMPTY);
+        n_empty++;
+        if (n_empty > (size_t)_hak_opt.superslab_retain) {
+            /* unmap the oldest empty superslab (the list's tail) */
+            hak_superslab_t *old = ss_empty;
+            while (old->next) old = old->next;
+            ss_remove(&ss_empty, old);
+            n_empty--;
+            ss_unmap(old);
+        }
+    }
+    maybe_purge();
+    hak_unlock(&pool_lock);
+}
+
+/* malloc_trim and friends: purge every free unit now (all) or what is past its delay, and
+ * with `all` unmap every empty superslab. */
+size_t _hak_pool_purge(bool all) {
+    hak_lock(&pool_lock);
+    size_t bytes = purge_locked(_hak_now_ms(), all);
+    if (all) {
+        while (ss_empty != NULL) {
+            hak_superslab_t *ss = ss_empty;
+            ss_remove(&ss_empty, ss);
+            n_empty--;
+            ss_unmap(ss);
+            bytes += HAK_SS_SIZE;
+        }
+    }
+    hak_unlock(&pool_lock);
+    return bytes;
+}
+
+void _hak_pool_lock(void) { hak_lock(&pool_lock); }
+void _hak_pool_unlock(void) { hak_unlock(&pool_lock); }
+void _hak_pool_reset_lock(void) { hak_lock_reset(&pool_lock); }

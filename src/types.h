@@ -1,0 +1,128 @@
+/* types.h — hakmem's nouns and constants.
+ *
+ *   superslab  a 2 MiB region aligned to 2 MiB. Unit 0 holds its header (the span
+ *              metadata); units 1..31 (64 KiB each) are handed out as spans.
+ *   span       one or more contiguous units serving a single size class while in use. Its
+ *              metadata lives in the superslab header, never next to the blocks, so a
+ *              block overrun cannot corrupt it and remote frees do not false-share with
+ *              user data.
+ *   block      what malloc returns. A free block's first word links it into a list.
+ *   heap       a thread's allocator state: a cache of free blocks per class ("tcache")
+ *              and the spans the thread owns (current, partial and full per class).
+ *   huge       a block above the large tier: a 2 MiB-aligned mapping of its own, with a
+ *              64-byte header at the mapping's start, kept in the BigCache once freed.
+ *
+ * Tiers are ranges of size classes that differ only in span geometry and cache depth:
+ * tiny (≤ 1 KiB, 1-unit spans), mid (≤ 64 KiB, multi-unit spans of ≥ 8 blocks),
+ * large (≤ 1 MiB, one block per span), then huge. One fast path serves the first three. */
+#ifndef HAKMEM_TYPES_H
+#define HAKMEM_TYPES_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Geometry. Every constant is defined here and only here. */
+#define HAK_SS_SHIFT    21
+#define HAK_SS_SIZE     ((size_t)1 << HAK_SS_SHIFT)          /* 2 MiB superslab */
+#define HAK_SS_MASK     (HAK_SS_SIZE - 1)
+#define HAK_UNIT_SHIFT  16
+#define HAK_UNIT_SIZE   ((size_t)1 << HAK_UNIT_SHIFT)        /* 64 KiB unit */
+#define HAK_UNITS       32                                   /* units per superslab */
+#define HAK_UNITS_ALL   0xFFFFFFFEu                          /* units 1..31 usable */
+#define HAK_PAGE        4096
+
+#define HAK_TINY_MAX    1024
+#define HAK_MID_MAX     (64 * 1024)
+#define HAK_LARGE_MAX   (1024 * 1024)
+#define HAK_NCLASSES    60        /* 8 exact 16-byte classes, then 4 per doubling to 1 MiB */
+#define HAK_TINY_CLASSES 20       /* classes 0..19 are ≤ 1 KiB */
+#define HAK_HUGE_HDR    64        /* bytes before a huge block's payload */
+#define HAK_MAX_REQUEST ((size_t)PTRDIFF_MAX - 2 * HAK_SS_SIZE)
+
+/* Remote-free word of a span: head pointer | state. Blocks are 16-byte aligned, so the
+ * two low bits are free. See span.c for the protocol. */
+#define HAK_RS_NORMAL    0u   /* frees push onto the list */
+#define HAK_RS_FULL      1u   /* owner parked the span as full: the next free tells it */
+#define HAK_RS_NOTIFYING 2u   /* a freer is handing the span to the owner's notify list */
+#define HAK_RS_MASK      3u
+
+/* Where a span is, from its owner's point of view (owner-private). */
+enum { SPAN_POOL = 0, SPAN_CUR, SPAN_PARTIAL, SPAN_FULL, SPAN_ABANDONED, SPAN_LOOSE };
+
+typedef struct hak_heap_s hak_heap_t;
+typedef struct hak_span_s hak_span_t;
+typedef struct hak_superslab_s hak_superslab_t;
+typedef struct hak_huge_s hak_huge_t;
+
+struct hak_span_s {
+    /* first line: read by every free, written by the owner */
+    _Atomic(hak_heap_t *) owner;   /* owning heap; NULL when abandoned or in the pool */
+    uint8_t  cls;                  /* size class */
+    uint8_t  list;                 /* SPAN_* (owner-private) */
+    uint8_t  units;                /* length in units */
+    uint8_t  zero;                 /* memory past `bump` is known to be zero */
+    uint32_t bsize;                /* block size */
+    char    *start;                /* first block */
+    char    *bump;                 /* next never-used block */
+    char    *end;                  /* start + capacity * bsize */
+    void    *free;                 /* local free list (owner-private) */
+    uint32_t used;                 /* blocks out: in a tcache, with the user, or remote */
+    uint32_t nfree;                /* blocks on `free` */
+    uint32_t capacity;             /* blocks in the span */
+    uint32_t pad0;
+    /* second line: list links (owner-private) */
+    hak_span_t *next, *prev;       /* in the owner's partial/full list, or abandoned list */
+    hak_span_t *notify_next;       /* in the owner's notify stack */
+    char pad1[64 - 3 * sizeof(void *)];
+    /* third line: written by other threads */
+    _Atomic(uintptr_t) remote;     /* remote-free list head | HAK_RS_* state */
+    char pad2[64 - sizeof(uintptr_t)];
+};
+
+struct hak_superslab_s {
+    uint64_t magic;
+    uint32_t free_mask;            /* units not in any span (pool lock) */
+    uint32_t dirty_mask;           /* free units touched since mapped or purged */
+    uint64_t dirty_since;          /* ms when dirty_mask last became non-zero */
+    hak_superslab_t *next, *prev;  /* pool list: partial or empty */
+    uint8_t  list;                 /* which pool list */
+    uint8_t  unit_span[HAK_UNITS]; /* unit -> first unit of its span */
+    hak_span_t spans[HAK_UNITS] __attribute__((aligned(64)));  /* meta of span heads */
+};
+
+struct hak_huge_s {
+    uint64_t magic;
+    size_t   size;                 /* requested bytes */
+    size_t   maplen;               /* bytes mapped, a multiple of 2 MiB */
+    size_t   offset;               /* payload - mapping start */
+    hak_huge_t *next;              /* BigCache link */
+    uint32_t state;                /* HUGE_LIVE or HUGE_CACHED */
+    uint32_t purged;               /* cached and madvised: payload reads as zero */
+    uint64_t cached_at;            /* ms */
+};
+
+typedef struct hak_tcache_s {
+    void    *head;                 /* free blocks of this class, LIFO */
+    uint32_t count;
+    uint32_t cap;                  /* flush above this */
+} hak_tcache_t;
+
+typedef struct hak_bin_s {
+    hak_span_t *cur;               /* span being filled from */
+    hak_span_t *partial;           /* spans with free blocks (or unknown) */
+    hak_span_t *full;              /* spans with every block out */
+} hak_bin_t;
+
+struct hak_heap_s {
+    hak_tcache_t tc[HAK_NCLASSES];             /* the hot part: malloc pops, free pushes */
+    _Atomic(hak_span_t *) notified;            /* full spans that received a remote free */
+    uint8_t  refill_zero;                      /* last refill returned zeroed memory */
+    uint8_t  live;                             /* a thread uses this heap */
+    hak_heap_t *next_all;                      /* every heap ever made */
+    hak_heap_t *next_free;                     /* recycled heaps */
+    hak_bin_t bins[HAK_NCLASSES];
+};
+
+#endif /* HAKMEM_TYPES_H */
