@@ -1,0 +1,40 @@
+# bench/bench.mk — the benchmark suite, included by the top-level Makefile.
+#
+#   make bench        quick comparison with glibc and the peers present (a few minutes)
+#   make bench-full   the long run (10 runs per cell, full operation counts; 20-40 minutes)
+#   make bench-instr  instructions per operation under valgrind --tool=callgrind
+#   make bench-peers  install mimalloc, jemalloc and tcmalloc from Debian (apt-get, as root)
+#   make bench-progs  only build the workload programs into $(BUILD)/bench/
+#
+# The workloads are plain C programs that call the malloc family and nothing else, built
+# without hakmem: every allocator, hakmem included, is put under them with LD_PRELOAD.
+# Extra runner options go in BENCH_ARGS, e.g. make bench BENCH_ARGS="--only random_mixed".
+
+BENCH_PROGS   := random_mixed tiny_hot fixed_size larson mid_large_mt pool xthread large \
+                 memory thread_churn
+BENCH_BINS    := $(addprefix $(BUILD)/bench/,$(BENCH_PROGS))
+BENCH_CFLAGS  ?= -O2 -pthread -std=gnu11 -Wall -Wextra
+BENCH_PYTHON  ?= python3
+BENCH_ARGS    ?=
+BENCH_RUN      = $(BENCH_PYTHON) bench/run.py --build $(BUILD)
+
+.PHONY: bench bench-full bench-peers bench-instr bench-progs
+
+bench-progs: $(BENCH_BINS)
+
+$(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench_common.h
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -lpthread
+
+bench: lib $(BENCH_BINS)
+	$(BENCH_RUN) --mode quick $(BENCH_ARGS)
+
+bench-full: lib $(BENCH_BINS)
+	$(BENCH_RUN) --mode full $(BENCH_ARGS)
+
+bench-instr: lib $(BENCH_BINS)
+	$(BENCH_RUN) --mode instr $(BENCH_ARGS)
+
+bench-peers:
+	apt-get update
+	apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4

@@ -1,0 +1,844 @@
+#!/usr/bin/env python3
+"""bench/run.py — run hakmem's workloads under every allocator present and compare them.
+
+    python3 bench/run.py --mode quick     what `make bench` runs (5 runs per cell, small counts)
+    python3 bench/run.py --mode full      what `make bench-full` runs (10 runs, full counts)
+    python3 bench/run.py --mode instr     instructions per operation under callgrind
+    python3 bench/run.py --list           the cells and their arguments
+
+Allocators: glibc (no preload) and hakmem (build/libhakmem.so) always; mimalloc, jemalloc and
+tcmalloc when Debian's libmimalloc2.0, libjemalloc2 and libtcmalloc-minimal4 are installed.
+Each is put under the same workload binary with LD_PRELOAD.
+
+Runs are interleaved: for each cell, round r runs every allocator once, in an order rotated
+by r, so slow drift of a noisy machine hits all of them alike. Each cell reports the median
+throughput, its coefficient of variation, the ratio to glibc and to the best peer, and the
+median peak RSS. Results go to bench/results/<timestamp>-<mode>/ (CSV, JSON, markdown and a
+PNG chart) and are copied to bench/results/latest-<mode>/.
+
+Only the Python standard library is needed, except matplotlib for the chart; if it cannot be
+imported or installed, the chart is skipped with a message and everything else is written.
+"""
+
+import argparse
+import csv
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SYSTEM_LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+# ---- allocators ------------------------------------------------------------------------------
+
+# name -> (glob patterns under the library directory, Debian package). The shortest match wins,
+# which is the soname link (libmimalloc.so.2) rather than a fully versioned file.
+PEERS = {
+    "mimalloc": (["libmimalloc.so.2*"], "libmimalloc2.0"),
+    "jemalloc": (["libjemalloc.so.2"], "libjemalloc2"),
+    "tcmalloc": (["libtcmalloc_minimal.so.4*"], "libtcmalloc-minimal4"),
+}
+ALLOCATOR_ORDER = ["glibc", "hakmem", "mimalloc", "jemalloc", "tcmalloc"]
+PEER_NAMES = list(PEERS)
+
+
+def find_peer(name, libdir=SYSTEM_LIBDIR):
+    """Path of a peer allocator's shared library, or None if it is not installed."""
+    patterns, _ = PEERS[name]
+    found = []
+    for pat in patterns:
+        found += [p for p in glob.glob(os.path.join(libdir, pat)) if "debug" not in os.path.basename(p)]
+    if not found:
+        return None
+    return sorted(found, key=lambda p: (len(os.path.basename(p)), p))[0]
+
+
+def detect_allocators(build_dir, libdir=SYSTEM_LIBDIR, wanted=None):
+    """Returns ({name: preload path or None}, [messages about what is missing])."""
+    allocs, notes = {}, []
+    allocs["glibc"] = None
+    hak = os.path.join(build_dir, "libhakmem.so")
+    if os.path.exists(hak):
+        allocs["hakmem"] = os.path.abspath(hak)
+    else:
+        notes.append("hakmem: %s not found (run `make lib`); hakmem is left out" % hak)
+    for name in PEER_NAMES:
+        path = find_peer(name, libdir)
+        if path:
+            allocs[name] = path
+        else:
+            notes.append("%s: not installed (apt-get install -y %s, or `make bench-peers`)"
+                         % (name, PEERS[name][1]))
+    if wanted:
+        unknown = [w for w in wanted if w not in ALLOCATOR_ORDER]
+        if unknown:
+            raise SystemExit("unknown allocator(s): %s (known: %s)" % (", ".join(unknown), ", ".join(ALLOCATOR_ORDER)))
+        for w in wanted:
+            if w not in allocs:
+                notes.append("%s was asked for but is not available" % w)
+        allocs = {k: v for k, v in allocs.items() if k in wanted}
+    ordered = {k: allocs[k] for k in ALLOCATOR_ORDER if k in allocs}
+    return ordered, notes
+
+
+# ---- workloads -------------------------------------------------------------------------------
+
+class Cell:
+    """One row of the comparison: a workload program with fixed arguments.
+
+    args: arguments common to every mode; per-mode arguments (operation counts) come from
+    quick, full and smoke; instr is a pair (big, small) of argument dicts for the callgrind
+    mode, or None when the cell is not measured there (multi-threaded or page-fault bound)."""
+
+    def __init__(self, name, prog, args, quick, full, smoke, instr=None, unit="ops/s", what=""):
+        self.name, self.prog, self.args = name, prog, dict(args)
+        self.modes = {"quick": dict(quick), "full": dict(full), "smoke": dict(smoke)}
+        self.instr, self.unit, self.what = instr, unit, what
+
+    def argv(self, mode, extra=None):
+        a = dict(self.args)
+        a.update(self.modes[mode])
+        if extra:
+            a.update(extra)
+        return ["--%s=%s" % (k, v) for k, v in a.items()]
+
+
+def _cells():
+    c = []
+    for slots in (128, 256, 512, 4096):
+        c.append(Cell("random_mixed_%d" % slots, "random_mixed", {"slots": slots, "seed": 42},
+                      quick={"ops": "3M"}, full={"ops": "10M"}, smoke={"ops": "100k"},
+                      instr=({"ops": "400k"}, {"ops": "100k"}) if slots == 256 else None,
+                      what="random 16-1024 B, %d live" % slots))
+    for size in (16, 64):
+        c.append(Cell("tiny_hot_%d" % size, "tiny_hot", {"size": size},
+                      quick={"ops": "5M"}, full={"ops": "20M"}, smoke={"ops": "100k"},
+                      instr=({"ops": "400k"}, {"ops": "100k"}),
+                      what="one %d B block, malloc+free in a loop" % size))
+    c.append(Cell("fixed_size_256", "fixed_size", {"size": 256, "slots": 256},
+                  quick={"ops": "3M"}, full={"ops": "10M"}, smoke={"ops": "100k"},
+                  instr=({"ops": "400k"}, {"ops": "100k"}), what="256 B only, 256 live"))
+    for t in (1, 2, 4):
+        c.append(Cell("larson_%dT" % t, "larson", {"threads": t},
+                      quick={"ops": "2M"}, full={"ops": "10M"}, smoke={"ops": "40k", "blocks": 1000, "rounds": 500},
+                      what="Larson, %d thread chain%s, sets handed to fresh threads" % (t, "s" if t > 1 else "")))
+    for t in (1, 2, 4):
+        c.append(Cell("mid_large_mt_%dT" % t, "mid_large_mt", {"threads": t},
+                      quick={"ops": "1M"}, full={"ops": "4M"}, smoke={"ops": "20k"},
+                      instr=({"ops": "100k"}, {"ops": "25k"}) if t == 1 else None,
+                      what="random 8-32 KiB, 64 live per thread, %d thread%s" % (t, "s" if t > 1 else "")))
+    c.append(Cell("pool", "pool", {},
+                  quick={"ops": "1M"}, full={"ops": "4M"}, smoke={"ops": "20k"},
+                  instr=({"ops": "100k"}, {"ops": "25k"}), what="bursts of 8-52 KiB blocks, one thread"))
+    c.append(Cell("xthread", "xthread", {"pairs": 1},
+                  quick={"ops": "1M"}, full={"ops": "4M"}, smoke={"ops": "20k"},
+                  what="producer/consumer, every free remote"))
+    c.append(Cell("large", "large", {},
+                  quick={"ops": "5000"}, full={"ops": "20000"}, smoke={"ops": "300"},
+                  what="64 KiB-4 MiB with realloc growth"))
+    c.append(Cell("thread_churn", "thread_churn", {"lanes": 2},
+                  quick={"total": 1000}, full={"total": 4000}, smoke={"total": 20},
+                  unit="threads/s", what="threads created and ended in a loop"))
+    c.append(Cell("memory", "memory", {},
+                  quick={"bytes": "128Mi"}, full={"bytes": "1Gi"}, smoke={"bytes": "8Mi", "idle-ms": 50},
+                  what="burst of small blocks, 90% freed, 1 s idle (RSS)"))
+    return c
+
+
+CELLS = _cells()
+PROGRAMS = sorted({c.prog for c in CELLS})
+
+
+# ---- parsing and statistics ------------------------------------------------------------------
+
+RESULT_KEYS = ["bench", "threads", "ops", "seconds", "ops_per_sec", "peak_rss_kb"]
+
+
+def _number(v):
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v
+
+
+def parse_result(text):
+    """Parses the one RESULT line of a workload's output into a dict (numbers converted).
+
+    Raises ValueError when there is no RESULT line, more than one, a field without '=', or a
+    required key missing or out of order."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("RESULT ")]
+    if len(lines) != 1:
+        raise ValueError("expected one RESULT line, found %d" % len(lines))
+    fields = lines[0].split()[1:]
+    out = {}
+    for f in fields:
+        if "=" not in f:
+            raise ValueError("malformed field %r" % f)
+        k, v = f.split("=", 1)
+        if not k or k in out:
+            raise ValueError("empty or repeated key %r" % k)
+        out[k] = _number(v)
+    if list(out)[:len(RESULT_KEYS)] != RESULT_KEYS:
+        raise ValueError("RESULT line must start with %s" % " ".join(RESULT_KEYS))
+    for k in ("threads", "ops", "peak_rss_kb"):
+        if not isinstance(out[k], int):
+            raise ValueError("%s is not an integer: %r" % (k, out[k]))
+    for k in ("seconds", "ops_per_sec"):
+        if not isinstance(out[k], (int, float)):
+            raise ValueError("%s is not a number: %r" % (k, out[k]))
+    return out
+
+
+def summarize(values):
+    """median, mean, sample standard deviation and coefficient of variation of a list."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return {"n": 0, "median": None, "mean": None, "stdev": None, "cv": None,
+                "min": None, "max": None}
+    mean = statistics.fmean(vals)
+    sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
+    return {"n": len(vals), "median": statistics.median(vals), "mean": mean, "stdev": sd,
+            "cv": (sd / mean) if mean else 0.0, "min": min(vals), "max": max(vals)}
+
+
+def ratio(a, b):
+    return (a / b) if (a is not None and b) else None
+
+
+def compare(medians):
+    """For one cell: {allocator: median} -> {allocator: {vs_glibc, vs_best_peer, best_peer}}.
+
+    The best peer of an allocator is the fastest of mimalloc, jemalloc and tcmalloc other than
+    itself; glibc is the baseline, not a peer."""
+    out = {}
+    for a, m in medians.items():
+        peers = {p: medians[p] for p in PEER_NAMES if p in medians and p != a and medians[p]}
+        best = max(peers, key=peers.get) if peers else None
+        out[a] = {"vs_glibc": ratio(m, medians.get("glibc")),
+                  "vs_best_peer": ratio(m, peers[best]) if best else None,
+                  "best_peer": best}
+    return out
+
+
+def rotation(items, r):
+    """The order of round r: items rotated left by r (A B C, B C A, C A B, ...)."""
+    if not items:
+        return []
+    r %= len(items)
+    return list(items[r:]) + list(items[:r])
+
+
+def fmt_rate(x):
+    if x is None:
+        return "-"
+    for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return "%.3g%s" % (x / div, suf) if x / div < 100 else "%.0f%s" % (x / div, suf)
+    return "%.3g" % x
+
+
+def fmt_ratio(x):
+    return "-" if x is None else "%.2fx" % x
+
+
+def fmt_mib(kb):
+    return "-" if kb is None else ("%.1f" % (kb / 1024.0))
+
+
+# ---- running ---------------------------------------------------------------------------------
+
+def command_line(binary, argv, preload):
+    """The shell command that reproduces one run."""
+    pre = "LD_PRELOAD=%s " % shlex.quote(preload) if preload else ""
+    return pre + " ".join(shlex.quote(x) for x in [binary] + argv)
+
+
+def run_env(preload):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    return env
+
+
+def run_once(binary, argv, preload, timeout):
+    """Runs one workload; returns a dict with rc, the parsed result (or None) and an error."""
+    cmd = command_line(binary, argv, preload)
+    try:
+        p = subprocess.run([binary] + argv, env=run_env(preload), capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"rc": None, "result": None, "error": "timeout after %ss" % timeout, "cmd": cmd}
+    if p.returncode != 0:
+        sig = " (signal %d)" % -p.returncode if p.returncode < 0 else ""
+        tail = (p.stderr or "").strip().splitlines()[-3:]
+        return {"rc": p.returncode, "result": None, "cmd": cmd,
+                "error": "exit status %d%s %s" % (p.returncode, sig, " | ".join(tail)).strip()}
+    try:
+        res = parse_result(p.stdout)
+    except ValueError as e:
+        return {"rc": 0, "result": None, "error": "unparsable output: %s" % e, "cmd": cmd}
+    return {"rc": 0, "result": res, "error": None, "cmd": cmd}
+
+
+def build_dir_path(build_dir):
+    return build_dir if os.path.isabs(build_dir) else os.path.join(REPO, build_dir)
+
+
+def build_programs(build_dir, progs=None):
+    """Builds the workload binaries with make (the rule is in bench/bench.mk); {prog: path}."""
+    progs = progs or PROGRAMS
+    targets = [os.path.join(build_dir, "bench", p) for p in progs]
+    subprocess.run(["make", "-s", "-C", REPO, "BUILD=%s" % build_dir] + targets, check=True)
+    return {p: os.path.join(build_dir_path(build_dir), "bench", p) for p in progs}
+
+
+def machine_info():
+    info = {"date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+    model = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for ln in f:
+                if ln.startswith("model name"):
+                    model = ln.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info["cpu"] = model or platform.processor() or "unknown"
+    info["cores"] = os.cpu_count()
+    try:
+        info["cores_usable"] = len(os.sched_getaffinity(0))
+    except AttributeError:
+        info["cores_usable"] = info["cores"]
+    info["kernel"] = platform.release()
+    try:
+        info["glibc"] = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError):
+        info["glibc"] = " ".join(platform.libc_ver())
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        info["memory_gib"] = round(kb / 1048576, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        info["cc"] = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        pass
+    try:
+        rev = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no", "--", "src", "include"],
+                               capture_output=True, text=True)
+        if rev.returncode == 0:
+            info["hakmem_commit"] = rev.stdout.strip() + ("+uncommitted" if dirty.stdout.strip() else "")
+    except OSError:
+        pass
+    return info
+
+
+def package_versions():
+    out = {}
+    for name, (_, pkg) in PEERS.items():
+        try:
+            p = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True)
+            if p.returncode == 0 and p.stdout.strip():
+                out[name] = "%s %s" % (pkg, p.stdout.strip())
+        except OSError:
+            pass
+    return out
+
+
+def machine_line(m):
+    return "%s, %s cores (%s usable), %s GiB, Linux %s, %s, %s" % (
+        m.get("cpu"), m.get("cores"), m.get("cores_usable"), m.get("memory_gib", "?"),
+        m.get("kernel"), m.get("glibc"), m.get("date_utc"))
+
+
+# ---- the comparison --------------------------------------------------------------------------
+
+def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, log=print):
+    """Runs every cell under every allocator, interleaved; returns the raw run records."""
+    records = []
+    names = list(allocs)
+    for cell in cells:
+        argv = cell.argv(mode)
+        binary = binaries[cell.prog]
+        if warmup:
+            for a in names:
+                run_once(binary, argv, allocs[a], timeout)
+        per = {a: [] for a in names}
+        for r in range(runs):
+            for a in rotation(names, r):
+                rec = run_once(binary, argv, allocs[a], timeout)
+                rec.update({"cell": cell.name, "allocator": a, "run": r})
+                records.append(rec)
+                if rec["result"]:
+                    per[a].append(rec["result"]["ops_per_sec"])
+                else:
+                    log("  FAIL %s / %s: %s\n       reproduce: %s" % (cell.name, a, rec["error"], rec["cmd"]))
+        med = {a: (statistics.median(v) if v else None) for a, v in per.items()}
+        log("%-18s %s" % (cell.name, "  ".join("%s %s" % (a, fmt_rate(med[a])) for a in names)))
+    return records
+
+
+def summarize_records(cells, allocs, records):
+    """Per cell and allocator: throughput statistics, peak RSS and (memory cell) RSS phases."""
+    summary = {}
+    for cell in cells:
+        rows = {}
+        for a in allocs:
+            recs = [r for r in records if r["cell"] == cell.name and r["allocator"] == a]
+            ok = [r["result"] for r in recs if r["result"]]
+            fails = [r for r in recs if not r["result"]]
+            s = summarize([x["ops_per_sec"] for x in ok])
+            s["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
+            for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb"):
+                vals = [x[key] for x in ok if key in x]
+                if vals:
+                    s[key] = statistics.median(vals)
+            s["failures"] = len(fails)
+            s["first_failure"] = ({"error": fails[0]["error"], "cmd": fails[0]["cmd"]} if fails else None)
+            rows[a] = s
+        cmp_ = compare({a: rows[a]["median"] for a in rows})
+        for a in rows:
+            rows[a].update(cmp_[a])
+        summary[cell.name] = rows
+    return summary
+
+
+def markdown_tables(cells, allocs, summary, meta):
+    names = list(allocs)
+    subject = "hakmem" if "hakmem" in names else None
+    L = []
+    L.append("Machine: %s" % machine_line(meta["machine"]))
+    L.append("")
+    L.append("Command: `%s` (mode %s, %d runs per cell, interleaved)" % (meta["command"], meta["mode"], meta["runs"]))
+    L.append("")
+    L.append("### Throughput (median; CV in parentheses; higher is better)")
+    L.append("")
+    head = ["workload"] + names
+    if subject:
+        head += ["hakmem ÷ glibc", "hakmem ÷ best peer"]
+    else:
+        head += ["best peer ÷ glibc"]
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+    for cell in cells:
+        rows = summary[cell.name]
+        best = max((rows[a]["median"] or 0) for a in names)
+        cols = [cell.name + (" (%s)" % cell.unit if cell.unit != "ops/s" else "")]
+        for a in names:
+            s = rows[a]
+            if s["median"] is None:
+                cols.append("FAIL")
+                continue
+            txt = "%s (%.0f%%)" % (fmt_rate(s["median"]), 100 * s["cv"])
+            if s["median"] == best and best:
+                txt = "**%s**" % txt
+            if s["failures"]:
+                txt += " [%d failed]" % s["failures"]
+            cols.append(txt)
+        if subject:
+            h = rows["hakmem"]
+            cols.append(fmt_ratio(h["vs_glibc"]))
+            cols.append("%s (%s)" % (fmt_ratio(h["vs_best_peer"]), h["best_peer"]) if h["best_peer"] else "-")
+        else:
+            peers = [rows[p]["median"] for p in PEER_NAMES if p in rows and rows[p]["median"]]
+            cols.append(fmt_ratio(ratio(max(peers), rows["glibc"]["median"])) if peers and "glibc" in rows else "-")
+        L.append("| " + " | ".join(cols) + " |")
+    L.append("")
+    L.append("### Peak RSS (MiB, median; lower is better)")
+    L.append("")
+    L.append("| workload | " + " | ".join(names) + " |")
+    L.append("|" + "|".join(["---"] + ["---:"] * len(names)) + "|")
+    for cell in cells:
+        rows = summary[cell.name]
+        L.append("| %s | %s |" % (cell.name, " | ".join(fmt_mib(rows[a]["peak_rss_kb"]) for a in names)))
+    mem = [c for c in cells if c.prog == "memory"]
+    if mem:
+        L.append("")
+        L.append("### Memory returned after a burst (`%s`, MiB, median)" % mem[0].name)
+        L.append("")
+        L.append("| allocator | peak | after 90% freed | after 1 s idle | after malloc_trim(0) |")
+        L.append("|---|---:|---:|---:|---:|")
+        rows = summary[mem[0].name]
+        for a in names:
+            s = rows[a]
+            L.append("| %s | %s | %s | %s | %s |" % (a, fmt_mib(s["peak_rss_kb"]), fmt_mib(s.get("rss_after_free_kb")),
+                                                      fmt_mib(s.get("rss_idle_kb")), fmt_mib(s.get("rss_trim_kb"))))
+    fails = [(c.name, a, summary[c.name][a]["first_failure"]) for c in cells for a in names
+             if summary[c.name][a]["first_failure"]]
+    if fails:
+        L.append("")
+        L.append("### Failed runs")
+        L.append("")
+        for cname, a, f in fails:
+            L.append("- %s under %s: %s — reproduce: `%s`" % (cname, a, f["error"], f["cmd"]))
+    L.append("")
+    L.append("Allocators: " + ", ".join("%s (%s)" % (a, meta["allocators"][a] or "no preload") for a in names))
+    if meta.get("packages"):
+        L.append("")
+        L.append("Packages: " + ", ".join(meta["packages"][k] for k in sorted(meta["packages"])))
+    return "\n".join(L) + "\n"
+
+
+def write_csv(path, records):
+    keys = ["cell", "allocator", "run", "rc", "error"] + RESULT_KEYS + ["extra", "cmd"]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(keys)
+        for r in records:
+            res = r["result"] or {}
+            extra = ";".join("%s=%s" % (k, v) for k, v in res.items() if k not in RESULT_KEYS)
+            w.writerow([r["cell"], r["allocator"], r["run"], r["rc"], r["error"] or ""]
+                       + [res.get(k, "") for k in RESULT_KEYS] + [extra, r["cmd"]])
+
+
+def write_summary_csv(path, summary):
+    keys = ["cell", "allocator", "n", "median", "cv", "mean", "min", "max", "vs_glibc",
+            "vs_best_peer", "best_peer", "peak_rss_kb", "failures"]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(keys)
+        for cell, rows in summary.items():
+            for a, s in rows.items():
+                w.writerow([cell, a] + [s.get(k) for k in keys[2:]])
+
+
+# ---- chart -----------------------------------------------------------------------------------
+
+def _import_pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def get_pyplot(install=True, log=print):
+    """matplotlib.pyplot, installed on demand with pip --user; None if that cannot be done."""
+    try:
+        return _import_pyplot()
+    except ImportError:
+        pass
+    if not install:
+        return None
+    log("matplotlib not found; trying: %s -m pip install --user matplotlib" % sys.executable)
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "--user", "--quiet", "matplotlib"],
+                       capture_output=True, text=True)
+    if p.returncode == 0:
+        import importlib
+        import site
+        user_site = site.getusersitepackages()
+        if user_site not in sys.path:
+            sys.path.append(user_site)
+        importlib.invalidate_caches()
+        try:
+            return _import_pyplot()
+        except ImportError:
+            pass
+    return None
+
+
+def draw_chart(path, cells, allocs, summary, meta, plt):
+    names = [a for a in allocs if a != "glibc"] or list(allocs)
+    cell_names = [c.name for c in cells if summary[c.name].get("glibc", {}).get("median")]
+    colors = {"hakmem": "#d62728", "mimalloc": "#1f77b4", "jemalloc": "#2ca02c",
+              "tcmalloc": "#ff7f0e", "glibc": "#7f7f7f"}
+    n = len(names)
+    fig_h = 1.0 + 0.22 * max(1, n) * len(cell_names)
+    fig, ax = plt.subplots(figsize=(10, max(4.0, fig_h)))
+    height = 0.8 / max(1, n)
+    for i, a in enumerate(names):
+        ys, xs, errs = [], [], []
+        for j, c in enumerate(cell_names):
+            s = summary[c].get(a)
+            if not s or s.get("vs_glibc") is None:
+                continue
+            ys.append(j + (i - (n - 1) / 2) * height)
+            xs.append(s["vs_glibc"])
+            errs.append(s["vs_glibc"] * (s["cv"] or 0))
+        ax.barh(ys, xs, height=height * 0.95, xerr=errs, label=a, color=colors.get(a),
+                error_kw={"elinewidth": 0.6, "capsize": 1.5})
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(cell_names)))
+    ax.set_yticklabels(cell_names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("throughput relative to glibc (median of %d runs; log scale; bars: ±1 CV)" % meta["runs"])
+    ax.set_title("hakmem benchmark, %s mode" % meta["mode"], fontsize=11)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="x", which="both", alpha=0.3)
+    fig.text(0.01, 0.005, machine_line(meta["machine"]) + "\n" + meta["command"], fontsize=6.5,
+             va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def chart_from_dir(out_dir, log=print, install=True):
+    """Draws chart.png from a results folder's summary.json (also used by the fallback that
+    runs Debian's /usr/bin/python3 with python3-matplotlib)."""
+    with open(os.path.join(out_dir, "summary.json")) as f:
+        data = json.load(f)
+    cells = [c for c in CELLS if c.name in data["summary"]]
+    allocs = {a: data["meta"]["allocators"][a] for a in data["meta"]["allocators"]}
+    plt = get_pyplot(install=install, log=log)
+    if plt is None:
+        return False
+    draw_chart(os.path.join(out_dir, "chart.png"), cells, allocs, data["summary"], data["meta"], plt)
+    return True
+
+
+def make_chart(out_dir, log=print):
+    try:
+        if chart_from_dir(out_dir, log=log):
+            return True
+    except Exception as e:  # a chart failure must not lose the results
+        log("chart: matplotlib failed: %s" % e)
+        return False
+    # Fallback: Debian's python3-matplotlib serves the system interpreter.
+    syspy = "/usr/bin/python3"
+    if os.path.exists(syspy) and os.path.realpath(syspy) != os.path.realpath(sys.executable):
+        probe = subprocess.run([syspy, "-c", "import matplotlib"], capture_output=True)
+        if probe.returncode != 0 and os.geteuid() == 0 and shutil.which("apt-get"):
+            log("trying: apt-get install -y python3-matplotlib")
+            subprocess.run(["apt-get", "install", "-y", "-q", "python3-matplotlib"], capture_output=True)
+        p = subprocess.run([syspy, os.path.abspath(__file__), "--chart-from", out_dir, "--no-install"],
+                           capture_output=True, text=True)
+        if p.returncode == 0:
+            return True
+    log("chart skipped: matplotlib is not available (pip install --user matplotlib, or apt-get "
+        "install python3-matplotlib); the tables, CSV and JSON are complete")
+    return False
+
+
+# ---- instruction counts ----------------------------------------------------------------------
+
+def callgrind_count(binary, argv, preload, timeout, tmpdir):
+    """Instructions executed by the whole run under callgrind, and the parsed RESULT."""
+    out = os.path.join(tmpdir, "callgrind.out")
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=%s" % out, binary] + argv
+    p = subprocess.run(cmd, env=run_env(preload), capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError("exit status %d: %s" % (p.returncode, " | ".join(p.stderr.strip().splitlines()[-3:])))
+    m = re.search(r"Collected\s*:\s*([0-9]+)", p.stderr)
+    if not m:
+        raise RuntimeError("no 'Collected' line in valgrind's output")
+    return int(m.group(1)), parse_result(p.stdout)
+
+
+def instructions_per_op(big, small):
+    """(instructions, ops) of a long and a short run -> instructions per extra operation.
+
+    Start-up, the loader and the allocator's first-touch setup are the same in both runs and
+    cancel out; what remains is the steady-state cost of an operation, loop included."""
+    (ib, ob), (is_, os_) = big, small
+    if ob <= os_:
+        raise ValueError("the big run must have more operations than the small one")
+    return (ib - is_) / float(ob - os_)
+
+
+def run_instr(cells, allocs, binaries, timeout, log=print):
+    res = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for cell in cells:
+            big, small = cell.instr
+            res[cell.name] = {}
+            for a, pre in allocs.items():
+                try:
+                    ib, rb = callgrind_count(binaries[cell.prog], cell.argv("quick", big), pre, timeout, tmp)
+                    is_, rs = callgrind_count(binaries[cell.prog], cell.argv("quick", small), pre, timeout, tmp)
+                    res[cell.name][a] = {"ipo": instructions_per_op((ib, rb["ops"]), (is_, rs["ops"])),
+                                         "instr_big": ib, "ops_big": rb["ops"], "instr_small": is_,
+                                         "ops_small": rs["ops"], "error": None}
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                    res[cell.name][a] = {"ipo": None, "error": "%s — reproduce: %s" % (
+                        e, "valgrind --tool=callgrind " + command_line(binaries[cell.prog], cell.argv("quick", big), pre))}
+            log("%-18s %s" % (cell.name, "  ".join("%s %s" % (a, "%.1f" % v["ipo"] if v["ipo"] is not None else "FAIL")
+                                                 for a, v in res[cell.name].items())))
+    return res
+
+
+def instr_markdown(cells, allocs, res, meta):
+    names = list(allocs)
+    L = ["Machine: %s" % machine_line(meta["machine"]), "",
+         "Command: `%s` (valgrind --tool=callgrind; instructions per operation = difference of a "
+         "long and a short run divided by the difference of their operation counts)" % meta["command"], "",
+         "### Instructions per operation (lower is better)", ""]
+    head = ["workload"] + names + (["hakmem ÷ glibc", "hakmem ÷ best peer"] if "hakmem" in names else [])
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+    for cell in cells:
+        r = res[cell.name]
+        cols = [cell.name]
+        for a in names:
+            cols.append("%.1f" % r[a]["ipo"] if r[a]["ipo"] is not None else "FAIL")
+        if "hakmem" in names:
+            h = r["hakmem"]["ipo"]
+            g = r.get("glibc", {}).get("ipo")
+            peers = [r[p]["ipo"] for p in PEER_NAMES if p in r and r[p]["ipo"]]
+            cols.append(fmt_ratio(ratio(h, g)) if h else "-")
+            cols.append(fmt_ratio(ratio(h, min(peers))) if h and peers else "-")
+        L.append("| " + " | ".join(cols) + " |")
+    fails = [(c.name, a, res[c.name][a]["error"]) for c in cells for a in names if res[c.name][a]["error"]]
+    if fails:
+        L += ["", "### Failed runs", ""] + ["- %s under %s: %s" % f for f in fails]
+    L += ["", "Ratios here are instruction ratios: below 1.0 means hakmem executes fewer."]
+    return "\n".join(L) + "\n"
+
+
+# ---- output folders --------------------------------------------------------------------------
+
+def new_results_dir(base, mode):
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    d = os.path.join(base, "%s-%s" % (stamp, mode))
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def copy_latest(out_dir, base, mode):
+    latest = os.path.join(base, "latest-%s" % mode)
+    if os.path.islink(latest) or os.path.isfile(latest):
+        os.unlink(latest)
+    elif os.path.isdir(latest):
+        shutil.rmtree(latest)
+    shutil.copytree(out_dir, latest)
+    return latest
+
+
+def publish(out_dir, mode, log=print):
+    """Copies the table and chart into bench/published/, which is committed for the docs."""
+    dest = os.path.join(REPO, "bench", "published")
+    os.makedirs(dest, exist_ok=True)
+    for src, name in (("table.md", "%s.md" % mode), ("chart.png", "%s.png" % mode),
+                      ("summary.json", "%s.json" % mode), ("instr.md", "%s.md" % mode)):
+        p = os.path.join(out_dir, src)
+        if os.path.exists(p):
+            shutil.copyfile(p, os.path.join(dest, name))
+            log("published %s" % os.path.relpath(os.path.join(dest, name), REPO))
+
+
+# ---- main ------------------------------------------------------------------------------------
+
+MODES = {"quick": {"runs": 5, "timeout": 120, "warmup": False},
+         "full": {"runs": 10, "timeout": 600, "warmup": True},
+         "smoke": {"runs": 1, "timeout": 60, "warmup": False},
+         "instr": {"runs": 1, "timeout": 600, "warmup": False}}
+
+
+def select_cells(patterns, instr=False):
+    cells = [c for c in CELLS if (c.instr is not None or not instr)]
+    if patterns:
+        rx = [re.compile(p) for p in patterns]
+        cells = [c for c in cells if any(r.search(c.name) for r in rx)]
+    return cells
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Compare hakmem with glibc and the peer allocators.")
+    ap.add_argument("--mode", choices=sorted(MODES), default="quick")
+    ap.add_argument("--build", default="build", help="build folder holding libhakmem.so and bench/ (default build)")
+    ap.add_argument("--only", action="append", metavar="REGEX", help="run only cells matching (repeatable)")
+    ap.add_argument("--allocators", help="comma-separated subset of %s" % ",".join(ALLOCATOR_ORDER))
+    ap.add_argument("--runs", type=int, help="runs per cell (default 5 quick, 10 full)")
+    ap.add_argument("--timeout", type=int, help="seconds before one run counts as failed")
+    ap.add_argument("--results", default=os.path.join(REPO, "bench", "results"), help="results base folder")
+    ap.add_argument("--libdir", default=SYSTEM_LIBDIR, help="where the peers' .so files are")
+    ap.add_argument("--no-build", action="store_true", help="do not call make for the workload binaries")
+    ap.add_argument("--no-chart", action="store_true")
+    ap.add_argument("--publish", action="store_true", help="copy table and chart to bench/published/ for the docs")
+    ap.add_argument("--list", action="store_true", help="print the cells and their arguments, run nothing")
+    ap.add_argument("--chart-from", metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--no-install", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.chart_from:
+        return 0 if chart_from_dir(args.chart_from, install=not args.no_install) else 1
+
+    instr = args.mode == "instr"
+    cells = select_cells(args.only, instr=instr)
+    if args.list:
+        for c in cells:
+            print("%-18s %-14s %s    # %s" % (c.name, c.prog, " ".join(c.argv(args.mode if not instr else "quick",
+                                                                          c.instr[0] if instr else None)), c.what))
+        return 0
+    if not cells:
+        raise SystemExit("no cell matches %s" % args.only)
+
+    conf = MODES[args.mode]
+    runs = args.runs or conf["runs"]
+    timeout = args.timeout or conf["timeout"]
+    wanted = args.allocators.split(",") if args.allocators else None
+    allocs, notes = detect_allocators(build_dir_path(args.build), args.libdir, wanted)
+    for n in notes:
+        print("note: " + n)
+    if instr and not shutil.which("valgrind"):
+        raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
+
+    progs = sorted({c.prog for c in cells})
+    if args.no_build:
+        binaries = {p: os.path.join(build_dir_path(args.build), "bench", p) for p in progs}
+    else:
+        binaries = build_programs(args.build, progs)
+
+    command = "python3 bench/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    if os.environ.get("BENCH_MAKE_TARGET"):
+        command = os.environ["BENCH_MAKE_TARGET"]
+    meta = {"mode": args.mode, "runs": runs, "command": command, "machine": machine_info(),
+            "allocators": allocs, "packages": package_versions(),
+            "cells": {c.name: {"prog": c.prog, "args": c.argv(args.mode if not instr else "quick"), "what": c.what,
+                               "unit": c.unit} for c in cells}}
+    print("machine: " + machine_line(meta["machine"]))
+    print("allocators: " + ", ".join(allocs) + "; %d runs per cell, interleaved" % runs if not instr else
+          "allocators: " + ", ".join(allocs) + "; callgrind instruction counts")
+
+    out_dir = new_results_dir(args.results, args.mode)
+    if instr:
+        res = run_instr(cells, allocs, binaries, timeout)
+        md = instr_markdown(cells, allocs, res, meta)
+        with open(os.path.join(out_dir, "instr.json"), "w") as f:
+            json.dump({"meta": meta, "instr": res}, f, indent=1)
+        with open(os.path.join(out_dir, "instr.md"), "w") as f:
+            f.write(md)
+        with open(os.path.join(out_dir, "instr.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["cell", "allocator", "instr_per_op", "instr_big", "ops_big", "instr_small", "ops_small", "error"])
+            for c, rows in res.items():
+                for a, v in rows.items():
+                    w.writerow([c, a, v.get("ipo"), v.get("instr_big"), v.get("ops_big"), v.get("instr_small"),
+                                v.get("ops_small"), v.get("error") or ""])
+    else:
+        records = run_matrix(cells, allocs, binaries, args.mode, runs, timeout, conf["warmup"] and not args.runs)
+        summary = summarize_records(cells, allocs, records)
+        md = markdown_tables(cells, allocs, summary, meta)
+        write_csv(os.path.join(out_dir, "runs.csv"), records)
+        write_summary_csv(os.path.join(out_dir, "summary.csv"), summary)
+        with open(os.path.join(out_dir, "summary.json"), "w") as f:
+            json.dump({"meta": meta, "summary": summary, "runs": records}, f, indent=1)
+        with open(os.path.join(out_dir, "table.md"), "w") as f:
+            f.write(md)
+        if not args.no_chart:
+            make_chart(out_dir)
+    print()
+    print(md)
+    latest = copy_latest(out_dir, args.results, args.mode)
+    print("results: %s (copied to %s)" % (os.path.relpath(out_dir, REPO), os.path.relpath(latest, REPO)))
+    if args.publish:
+        publish(out_dir, args.mode)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
