@@ -103,13 +103,23 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
     hak_lock(&pool_lock);
     hak_superslab_t *ss;
     int u = -1;
-    for (ss = ss_partial; ss != NULL; ss = ss->next)
-        if ((u = find_run(ss->free_mask, n)) >= 0) break;
-    if (ss == NULL) {
-        if ((ss = ss_empty) != NULL) {
-            ss_remove(&ss_empty, ss);
-            n_empty--;
-        } else if ((ss = ss_map()) == NULL) {
+    /* Prefer free units that are still resident (no page faults, no RSS growth), in a
+     * partly used superslab, then in an empty one; then clean units; then a new mapping. */
+    int pass;
+    for (pass = 0; pass < 4; pass++) {
+        hak_superslab_t *list = (pass & 1) ? ss_empty : ss_partial;
+        for (ss = list; ss != NULL; ss = ss->next) {
+            uint32_t avail = pass < 2 ? ss->free_mask & ss->dirty_mask : ss->free_mask;
+            if ((u = find_run(avail, n)) >= 0) break;
+        }
+        if (ss != NULL) break;
+    }
+    if (ss != NULL && ss->list == SSL_EMPTY) {
+        ss_remove(&ss_empty, ss);
+        n_empty--;
+        ss_push(&ss_partial, ss, SSL_PARTIAL);
+    } else if (ss == NULL) {
+        if ((ss = ss_map()) == NULL) {
             hak_unlock(&pool_lock);
             return NULL;
         }

@@ -1,0 +1,144 @@
+/* Each tier through the hak_* API: where blocks come from (superslab or own mapping),
+ * alignment, usable size, reuse, span release to the pool, huge realloc and the
+ * BigCache, and malloc_trim returning memory. */
+#include <stdint.h>
+#include <string.h>
+#include "internal.h"
+#include "check.h"
+
+static size_t rss_kb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, res = 0;
+    if (f) { if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0; fclose(f); }
+    return (size_t)res * 4;
+}
+
+static void tier_basics(size_t lo, size_t hi, size_t step) {
+    for (size_t n = lo; n <= hi; n += step) {
+        char *p = hak_malloc(n);
+        CHECK(p != NULL);
+        if (!p) return;
+        CHECK(((uintptr_t)p & 15) == 0);
+        CHECK(hak_usable_size(p) >= n);
+        CHECK(hak_owns(p));
+        memset(p, 0xab, n);
+        uintptr_t e = hak_registry_lookup((uintptr_t)p);
+        if (n <= HAK_LARGE_MAX) {
+            CHECK(e == HAK_REG_SS);
+            hak_span_t *s = hak_span_of(hak_ss_of(p), p);
+            CHECK(s->bsize == _hak_class_size[hak_size_class(n)]);
+            CHECK((char *)p >= s->start && (char *)p < s->end);
+            CHECK(((char *)p - s->start) % s->bsize == 0);
+            CHECK(relaxed_load(&s->owner) == _hak_thread_heap);
+        } else {
+            CHECK((e & HAK_REG_HUGE) != 0);
+        }
+        hak_free(p);
+    }
+}
+
+int main(void) {
+    /* tiny, mid, large, huge */
+    tier_basics(0, HAK_TINY_MAX, 1);
+    tier_basics(HAK_TINY_MAX + 1, HAK_MID_MAX, 97);
+    tier_basics(HAK_MID_MAX + 1, HAK_LARGE_MAX, 4099);
+    tier_basics(HAK_LARGE_MAX + 1, 9 * HAK_LARGE_MAX, 333333);
+
+    /* LIFO reuse on the fast path */
+    void *a = hak_malloc(40);
+    hak_free(a);
+    CHECK(hak_malloc(40) == a);
+    hak_free(a);
+
+    /* many blocks of one class: distinct, non-overlapping, across several spans */
+    enum { N = 20000 };
+    static char *blk[N];
+    for (int i = 0; i < N; i++) { blk[i] = hak_malloc(100); memset(blk[i], i & 0xff, 100); }
+    for (int i = 0; i < N; i++) {
+        int ok = 1;
+        for (int k = 0; k < 100; k++) ok &= (unsigned char)blk[i][k] == (i & 0xff);
+        if (!ok) { CHECK(ok); break; }
+    }
+    for (int i = 0; i < N; i++) hak_free(blk[i]);
+
+    /* mid blocks: 8–32 KiB churn keeps working and stays aligned */
+    for (int r = 0; r < 5000; r++) {
+        size_t n = 8192 + (size_t)(r * 7919) % (24 * 1024);
+        char *p = hak_malloc(n);
+        CHECK(p != NULL && ((uintptr_t)p & 15) == 0);
+        p[0] = 1; p[n - 1] = 2;
+        hak_free(p);
+    }
+
+    /* aligned requests of every power of two up to 2 MiB */
+    for (size_t al = 16; al <= 2 * HAK_SS_SIZE; al <<= 1) {
+        size_t sizes[] = { 1, 100, al, al + 1, 3 * al, 200000 };
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            void *p = hak_aligned_alloc(al, sizes[k]);
+            CHECK(p != NULL && ((uintptr_t)p & (al - 1)) == 0);
+            CHECK(hak_usable_size(p) >= sizes[k]);
+            memset(p, 1, sizes[k]);
+            hak_free(p);
+        }
+    }
+
+    /* huge: realloc grows in place or moves, keeping contents */
+    size_t n = 3 * HAK_LARGE_MAX;
+    unsigned char *h = hak_malloc(n);
+    for (size_t i = 0; i < n; i += 4096) h[i] = (unsigned char)(i >> 12);
+    for (int step = 0; step < 6; step++) {
+        size_t m = n * 2;
+        h = hak_realloc(h, m);
+        CHECK(h != NULL);
+        if (!h) break;
+        int ok = 1;
+        for (size_t i = 0; i < n; i += 4096) ok &= h[i] == (unsigned char)(i >> 12);
+        CHECK(ok);
+        for (size_t i = n; i < m; i += 4096) h[i] = (unsigned char)(i >> 12);
+        n = m;
+    }
+    h = hak_realloc(h, 100);                 /* huge -> tiny keeps the first bytes */
+    CHECK(h != NULL && h[0] == 0);
+    hak_free(h);
+
+    /* BigCache: a freed huge block is reused for the same size */
+    void *b1 = hak_malloc(5 * HAK_LARGE_MAX);
+    hak_free(b1);
+    void *b2 = hak_malloc(5 * HAK_LARGE_MAX);
+    CHECK(b1 == b2);
+    hak_free(b2);
+
+    /* calloc of reused huge and large memory is zero */
+    for (int r = 0; r < 3; r++) {
+        size_t sz[] = { 100, 5000, 300000, 3 * HAK_LARGE_MAX };
+        for (int k = 0; k < 4; k++) {
+            unsigned char *p = hak_malloc(sz[k]);
+            memset(p, 0xee, sz[k]);
+            hak_free(p);
+            p = hak_calloc(1, sz[k]);
+            int z = 1;
+            for (size_t i = 0; i < sz[k]; i++) z &= p[i] == 0;
+            CHECK(z);
+            hak_free(p);
+        }
+    }
+
+    /* memory comes back: 256 MiB of small blocks, freed, then trimmed */
+    size_t before = rss_kb();
+    enum { M = 256 * 1024 };
+    static void *big[M];
+    for (int i = 0; i < M; i++) { big[i] = hak_malloc(1000); memset(big[i], 7, 1000); }
+    size_t peak = rss_kb();
+    for (int i = 0; i < M; i++) hak_free(big[i]);
+    hak_trim(0);
+    size_t after = rss_kb();
+    printf("rss before %zu KiB, peak %zu KiB, after trim %zu KiB\n", before, peak, after);
+    CHECK(peak > before + 200 * 1024);
+    CHECK(after < before + 16 * 1024);
+
+    /* foreign pointers are not ours */
+    int on_stack;
+    CHECK(!hak_owns(&on_stack));
+    CHECK(!hak_owns(NULL));
+    CHECK_DONE();
+}
