@@ -16,7 +16,9 @@ BENCH_BINS    := $(addprefix $(BUILD)/bench/,$(BENCH_PROGS))
 BENCH_CFLAGS  ?= -O2 -pthread -std=gnu11 -Wall -Wextra
 BENCH_PYTHON  ?= python3
 BENCH_ARGS    ?=
-BENCH_RUN      = $(BENCH_PYTHON) bench/run.py --build $(BUILD)
+# The make command is recorded in the results as the command that produced them.
+BENCH_RUN      = BENCH_MAKE_TARGET="make $@$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
+                 $(BENCH_PYTHON) bench/run.py --build $(BUILD)
 
 .PHONY: bench bench-full bench-peers bench-instr bench-progs
 

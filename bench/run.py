@@ -129,7 +129,7 @@ def _cells():
                   instr=({"ops": "400k"}, {"ops": "100k"}), what="256 B only, 256 live"))
     for t in (1, 2, 4):
         c.append(Cell("larson_%dT" % t, "larson", {"threads": t},
-                      quick={"ops": "2M"}, full={"ops": "10M"}, smoke={"ops": "40k", "blocks": 1000, "rounds": 500},
+                      quick={"ops": "5M"}, full={"ops": "20M"}, smoke={"ops": "40k", "blocks": 1000, "rounds": 500},
                       what="Larson, %d thread chain%s, sets handed to fresh threads" % (t, "s" if t > 1 else "")))
     for t in (1, 2, 4):
         c.append(Cell("mid_large_mt_%dT" % t, "mid_large_mt", {"threads": t},
@@ -552,17 +552,24 @@ def get_pyplot(install=True, log=print):
 
 
 def draw_chart(path, cells, allocs, summary, meta, plt):
+    """Throughput relative to glibc per cell (log scale), and, when the memory cell ran, its
+    RSS at each phase; the machine and the command are written under the plot."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     names = [a for a in allocs if a != "glibc"] or list(allocs)
-    cell_names = [c.name for c in cells if summary[c.name].get("glibc", {}).get("median")]
+    thr = [c.name for c in cells if c.prog != "memory" and summary[c.name].get("glibc", {}).get("median")]
+    mem = [c.name for c in cells if c.prog == "memory"]
     colors = {"hakmem": "#d62728", "mimalloc": "#1f77b4", "jemalloc": "#2ca02c",
               "tcmalloc": "#ff7f0e", "glibc": "#7f7f7f"}
     n = len(names)
-    fig_h = 1.0 + 0.22 * max(1, n) * len(cell_names)
-    fig, ax = plt.subplots(figsize=(10, max(4.0, fig_h)))
+    h_thr = 0.8 + 0.2 * max(1, n) * max(1, len(thr))
+    h_mem = 2.6 if mem else 0.0
+    fig = plt.figure(figsize=(10, h_thr + h_mem + 0.8))
+    gs = fig.add_gridspec(2 if mem else 1, 1, height_ratios=[h_thr, h_mem] if mem else [1])
+    ax = fig.add_subplot(gs[0])
     height = 0.8 / max(1, n)
     for i, a in enumerate(names):
         ys, xs, errs = [], [], []
-        for j, c in enumerate(cell_names):
+        for j, c in enumerate(thr):
             s = summary[c].get(a)
             if not s or s.get("vs_glibc") is None:
                 continue
@@ -572,17 +579,41 @@ def draw_chart(path, cells, allocs, summary, meta, plt):
         ax.barh(ys, xs, height=height * 0.95, xerr=errs, label=a, color=colors.get(a),
                 error_kw={"elinewidth": 0.6, "capsize": 1.5})
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(cell_names)))
-    ax.set_yticklabels(cell_names, fontsize=8)
-    ax.invert_yaxis()
+    ax.set_yticks(range(len(thr)))
+    ax.set_yticklabels(thr, fontsize=8)
+    ax.set_ylim(len(thr) - 0.5, -0.5)
     ax.set_xscale("log")
-    ax.set_xlabel("throughput relative to glibc (median of %d runs; log scale; bars: ±1 CV)" % meta["runs"])
-    ax.set_title("hakmem benchmark, %s mode" % meta["mode"], fontsize=11)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: "%gx" % v))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("throughput ÷ glibc's (median of %d runs, log scale; whiskers ±1 CV); right of 1x is faster"
+                  % meta["runs"], fontsize=8)
+    ax.set_title("hakmem vs peers, %s mode (glibc = 1x)" % meta["mode"], fontsize=11)
     ax.legend(loc="lower right", fontsize=8)
-    ax.grid(axis="x", which="both", alpha=0.3)
+    ax.grid(axis="x", which="major", alpha=0.3)
+    if mem:
+        ax2 = fig.add_subplot(gs[1])
+        phases = [("peak_rss_kb", "peak"), ("rss_after_free_kb", "90% freed"),
+                  ("rss_idle_kb", "after 1 s idle"), ("rss_trim_kb", "after malloc_trim")]
+        every = list(allocs)
+        w = 0.8 / len(every)
+        for i, a in enumerate(every):
+            s = summary[mem[0]].get(a, {})
+            vals = [(s.get(k) or 0) / 1024.0 for k, _ in phases]
+            ax2.bar([j + (i - (len(every) - 1) / 2) * w for j in range(len(phases))], vals,
+                    width=w * 0.95, label=a, color=colors.get(a))
+        top = max([(summary[mem[0]].get(a, {}).get("peak_rss_kb") or 0) / 1024.0 for a in every] + [1.0])
+        ax2.set_ylim(0, top * 1.3)  # room for the legend above the bars
+        ax2.set_xticks(range(len(phases)))
+        ax2.set_xticklabels([p for _, p in phases], fontsize=8)
+        ax2.set_ylabel("RSS, MiB", fontsize=8)
+        ax2.set_title("memory: RSS after a burst of small blocks (%s); lower is better"
+                      % " ".join(meta["cells"].get(mem[0], {}).get("args", [])), fontsize=9)
+        ax2.legend(fontsize=7, ncol=len(every))
+        ax2.grid(axis="y", alpha=0.3)
     fig.text(0.01, 0.005, machine_line(meta["machine"]) + "\n" + meta["command"], fontsize=6.5,
              va="bottom", ha="left")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

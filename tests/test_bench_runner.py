@@ -1,0 +1,323 @@
+"""Unit tests of bench/run.py: result parsing, statistics, ratios, allocator detection and the
+report writers. Nothing here runs a workload; tests/test_bench_smoke.py does that."""
+
+import csv
+import importlib.util
+import os
+import re
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(REPO, "bench", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+run = _load_runner()
+
+LINE = ("RESULT bench=random_mixed threads=1 ops=10000000 seconds=0.111575 "
+        "ops_per_sec=89626038.0 peak_rss_kb=1792 slots=256 min=16 max=1024 seed=42")
+
+
+# ---- parse_result ------------------------------------------------------------------------------
+
+def test_parse_result_fields_and_types():
+    r = run.parse_result("noise before\n" + LINE + "\nnoise after\n")
+    assert r["bench"] == "random_mixed"
+    assert r["threads"] == 1 and isinstance(r["threads"], int)
+    assert r["ops"] == 10000000
+    assert r["seconds"] == pytest.approx(0.111575)
+    assert r["ops_per_sec"] == pytest.approx(89626038.0)
+    assert r["peak_rss_kb"] == 1792
+    assert r["slots"] == 256 and r["seed"] == 42
+    assert list(r)[:6] == run.RESULT_KEYS
+
+
+def test_parse_result_keeps_text_values():
+    r = run.parse_result(LINE + " note=abc ratio=1.5")
+    assert r["note"] == "abc"
+    assert r["ratio"] == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "no result here\n",
+    LINE + "\n" + LINE + "\n",                                   # two lines
+    LINE.replace("slots=256", "slots256"),                      # field without '='
+    LINE.replace("threads=1 ops", "ops=1 threads"),              # keys out of order
+    "RESULT bench=x threads=1 ops=5 seconds=1.0 ops_per_sec=5.0",  # peak_rss_kb missing
+    LINE.replace("ops=10000000", "ops=1.5"),                     # ops not an integer
+    LINE.replace("seconds=0.111575", "seconds=fast"),            # seconds not a number
+    LINE + " seed=43",                                           # repeated key
+    " " + LINE,                                                  # not at line start
+])
+def test_parse_result_rejects(text):
+    with pytest.raises(ValueError):
+        run.parse_result(text)
+
+
+def test_parse_result_matches_the_c_format():
+    """The printf format in bench_common.h and the parser agree on the fixed keys."""
+    with open(os.path.join(REPO, "bench", "bench_common.h")) as f:
+        src = f.read()
+    m = re.search(r'printf\("RESULT ([^"]*)\\n"', src)
+    assert m, "bench_report's printf not found"
+    keys = [f.split("=")[0] for f in m.group(1).split()]
+    assert keys == run.RESULT_KEYS
+
+
+# ---- statistics ------------------------------------------------------------------------------
+
+def test_summarize_odd_and_even():
+    s = run.summarize([3, 1, 2])
+    assert s["median"] == 2 and s["n"] == 3 and s["min"] == 1 and s["max"] == 3
+    assert run.summarize([4, 1, 3, 2])["median"] == 2.5
+
+
+def test_summarize_cv():
+    s = run.summarize([90, 100, 110])
+    assert s["mean"] == pytest.approx(100)
+    assert s["stdev"] == pytest.approx(10)          # sample standard deviation
+    assert s["cv"] == pytest.approx(0.10)
+
+
+def test_summarize_single_and_empty():
+    s = run.summarize([5.0])
+    assert s["median"] == 5.0 and s["cv"] == 0.0 and s["stdev"] == 0.0
+    e = run.summarize([])
+    assert e["n"] == 0 and e["median"] is None and e["cv"] is None
+
+
+def test_compare_ratios_and_best_peer():
+    c = run.compare({"glibc": 100.0, "hakmem": 300.0, "mimalloc": 200.0, "jemalloc": 150.0,
+                     "tcmalloc": 250.0})
+    assert c["hakmem"]["vs_glibc"] == pytest.approx(3.0)
+    assert c["hakmem"]["best_peer"] == "tcmalloc"
+    assert c["hakmem"]["vs_best_peer"] == pytest.approx(1.2)
+    # A peer is compared with the best of the others, never with itself.
+    assert c["tcmalloc"]["best_peer"] == "mimalloc"
+    assert c["tcmalloc"]["vs_best_peer"] == pytest.approx(1.25)
+    # glibc is the baseline, not a peer.
+    assert c["glibc"]["vs_glibc"] == pytest.approx(1.0)
+
+
+def test_compare_missing_values():
+    c = run.compare({"hakmem": 10.0, "mimalloc": None, "glibc": None})
+    assert c["hakmem"]["vs_glibc"] is None
+    assert c["hakmem"]["best_peer"] is None and c["hakmem"]["vs_best_peer"] is None
+    c = run.compare({"glibc": 10.0, "hakmem": None, "jemalloc": 5.0})
+    assert c["hakmem"]["vs_glibc"] is None
+    assert c["jemalloc"]["vs_glibc"] == pytest.approx(0.5)
+
+
+def test_rotation_interleaves():
+    names = ["A", "B", "C"]
+    assert run.rotation(names, 0) == ["A", "B", "C"]
+    assert run.rotation(names, 1) == ["B", "C", "A"]
+    assert run.rotation(names, 5) == ["C", "A", "B"]
+    assert run.rotation([], 3) == []
+    # Over len(names) rounds every allocator takes every position once.
+    for pos in range(3):
+        assert sorted(run.rotation(names, r)[pos] for r in range(3)) == names
+
+
+def test_instructions_per_op():
+    # 5000 instructions of setup, 40 per operation.
+    big = (5000 + 40 * 1000, 1000)
+    small = (5000 + 40 * 100, 100)
+    assert run.instructions_per_op(big, small) == pytest.approx(40.0)
+    with pytest.raises(ValueError):
+        run.instructions_per_op(small, small)
+
+
+def test_formatters():
+    assert run.fmt_rate(None) == "-"
+    assert run.fmt_rate(89626038.0) == "89.6M"
+    assert run.fmt_rate(123456789.0) == "123M"
+    assert run.fmt_rate(9395.0) == "9.39k"
+    assert run.fmt_rate(12.0) == "12"
+    assert run.fmt_ratio(1.234) == "1.23x"
+    assert run.fmt_ratio(None) == "-"
+    assert run.fmt_mib(2048) == "2.0"
+
+
+# ---- allocators and commands -----------------------------------------------------------------
+
+def test_detect_allocators(tmp_path):
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    for name in ("libmimalloc.so.2", "libmimalloc.so.2.0", "libtcmalloc_minimal.so.4.5.10",
+                 "libtcmalloc_minimal_debug.so.4"):
+        (libdir / name).write_text("")
+    build = tmp_path / "build"
+    build.mkdir()
+    allocs, notes = run.detect_allocators(str(build), str(libdir))
+    assert list(allocs) == ["glibc", "mimalloc", "tcmalloc"]
+    assert allocs["glibc"] is None
+    assert allocs["mimalloc"].endswith("/libmimalloc.so.2")
+    assert allocs["tcmalloc"].endswith("/libtcmalloc_minimal.so.4.5.10")
+    assert any("hakmem" in n for n in notes)
+    assert any("libjemalloc2" in n for n in notes)
+
+    (build / "libhakmem.so").write_text("")
+    allocs, notes = run.detect_allocators(str(build), str(libdir))
+    assert list(allocs) == ["glibc", "hakmem", "mimalloc", "tcmalloc"]
+    allocs, _ = run.detect_allocators(str(build), str(libdir), wanted=["hakmem", "glibc"])
+    assert list(allocs) == ["glibc", "hakmem"]
+    with pytest.raises(SystemExit):
+        run.detect_allocators(str(build), str(libdir), wanted=["nosuch"])
+
+
+def test_command_line_and_env(monkeypatch):
+    assert run.command_line("/b/x", ["--ops=5"], None) == "/b/x --ops=5"
+    assert run.command_line("/b/x", ["--ops=5"], "/l/my lib.so") == "LD_PRELOAD='/l/my lib.so' /b/x --ops=5"
+    monkeypatch.setenv("LD_PRELOAD", "/some/other.so")
+    assert "LD_PRELOAD" not in run.run_env(None)
+    assert run.run_env("/l/a.so")["LD_PRELOAD"] == "/l/a.so"
+
+
+# ---- the cell table --------------------------------------------------------------------------
+
+def test_cells_are_consistent():
+    names = [c.name for c in run.CELLS]
+    assert len(names) == len(set(names))
+    for c in run.CELLS:
+        assert os.path.exists(os.path.join(REPO, "bench", c.prog + ".c")), c.prog
+        for mode in ("quick", "full", "smoke"):
+            argv = c.argv(mode)
+            assert all(a.startswith("--") and "=" in a for a in argv)
+        if c.instr:
+            big, small = c.instr
+            assert c.argv("quick", big) != c.argv("quick", small)
+    # The workloads the brief names are all there.
+    for want in ("random_mixed_128", "random_mixed_256", "random_mixed_512", "random_mixed_4096",
+                 "tiny_hot_16", "tiny_hot_64", "fixed_size_256", "larson_1T", "larson_2T",
+                 "larson_4T", "mid_large_mt_1T", "mid_large_mt_2T", "mid_large_mt_4T", "pool",
+                 "xthread", "large", "memory", "thread_churn"):
+        assert want in names
+
+
+def test_bench_mk_builds_every_program():
+    with open(os.path.join(REPO, "bench", "bench.mk")) as f:
+        text = f.read()
+    m = re.search(r"BENCH_PROGS\s*:=\s*((?:.*\\\n)*.*)", text)
+    progs = set(m.group(1).replace("\\\n", " ").split())
+    assert set(run.PROGRAMS) <= progs
+    for target in ("bench:", "bench-full:", "bench-peers:", "bench-instr:"):
+        assert re.search(r"^" + re.escape(target), text, re.M), target
+
+
+def test_select_cells():
+    assert [c.name for c in run.select_cells(["^larson"])] == ["larson_1T", "larson_2T", "larson_4T"]
+    instr = run.select_cells(None, instr=True)
+    assert instr and all(c.instr for c in instr)
+    assert "tiny_hot_64" in [c.name for c in instr]
+
+
+# ---- reports ---------------------------------------------------------------------------------
+
+def _record(cell, alloc, r, ops_per_sec, rss=1000, **extra):
+    res = {"bench": cell, "threads": 1, "ops": 100, "seconds": 1.0, "ops_per_sec": ops_per_sec,
+           "peak_rss_kb": rss}
+    res.update(extra)
+    return {"cell": cell, "allocator": alloc, "run": r, "rc": 0, "result": res, "error": None,
+            "cmd": "x"}
+
+
+def _fail(cell, alloc, r):
+    return {"cell": cell, "allocator": alloc, "run": r, "rc": -11, "result": None,
+            "error": "exit status -11 (signal 11)", "cmd": "LD_PRELOAD=/h.so /b/x --ops=5"}
+
+
+def _meta(allocs):
+    return {"mode": "quick", "runs": 3, "command": "make bench", "allocators": allocs,
+            "packages": {}, "machine": {"cpu": "cpu", "cores": 2, "cores_usable": 2,
+                                        "kernel": "6", "glibc": "glibc 2.36", "date_utc": "now"}}
+
+
+def test_summarize_records_and_markdown():
+    cells = [c for c in run.CELLS if c.name in ("random_mixed_256", "memory")]
+    allocs = {"glibc": None, "hakmem": "/h.so", "mimalloc": "/m.so"}
+    recs = []
+    for r in range(3):
+        recs.append(_record("random_mixed_256", "glibc", r, 100.0 + r))
+        recs.append(_record("random_mixed_256", "mimalloc", r, 200.0 + r))
+        recs.append(_record("random_mixed_256", "hakmem", r, 300.0 + r) if r else _fail("random_mixed_256", "hakmem", r))
+        for a in allocs:
+            recs.append(_record("memory", a, r, 50.0, rss=4096, rss_after_free_kb=2048,
+                                rss_idle_kb=1024, rss_trim_kb=512))
+    s = run.summarize_records(cells, allocs, recs)
+    h = s["random_mixed_256"]["hakmem"]
+    assert h["n"] == 2 and h["failures"] == 1
+    assert h["median"] == pytest.approx(301.5)
+    assert h["vs_glibc"] == pytest.approx(301.5 / 101.0)
+    assert h["best_peer"] == "mimalloc"
+    assert h["first_failure"]["cmd"].startswith("LD_PRELOAD=/h.so")
+    assert s["memory"]["glibc"]["rss_idle_kb"] == 1024
+
+    md = run.markdown_tables(cells, allocs, s, _meta(allocs))
+    assert "| random_mixed_256 |" in md
+    assert "hakmem ÷ best peer" in md
+    assert "2.99x" in md                      # hakmem ÷ glibc
+    assert "1.50x (mimalloc)" in md           # hakmem ÷ best peer: 301.5 / 201
+    assert "[1 failed]" in md
+    assert "LD_PRELOAD=/h.so /b/x --ops=5" in md
+    assert "after 1 s idle" in md and "| glibc | 4.0 | 2.0 | 1.0 | 0.5 |" in md
+    assert "make bench" in md
+
+    no_hak = {"glibc": None, "mimalloc": "/m.so"}
+    s2 = run.summarize_records(cells, no_hak, [r for r in recs if r["allocator"] != "hakmem"])
+    md2 = run.markdown_tables(cells, no_hak, s2, _meta(no_hak))
+    assert "best peer ÷ glibc" in md2 and "hakmem ÷" not in md2
+
+
+def test_markdown_all_runs_failed():
+    cells = [c for c in run.CELLS if c.name == "tiny_hot_64"]
+    allocs = {"glibc": None, "hakmem": "/h.so"}
+    recs = [_record("tiny_hot_64", "glibc", 0, 10.0), _fail("tiny_hot_64", "hakmem", 0)]
+    s = run.summarize_records(cells, allocs, recs)
+    assert s["tiny_hot_64"]["hakmem"]["median"] is None
+    md = run.markdown_tables(cells, allocs, s, _meta(allocs))
+    assert "FAIL" in md and "Failed runs" in md
+
+
+def test_csv_writers(tmp_path):
+    recs = [_record("tiny_hot_64", "glibc", 0, 10.0, size=64), _fail("tiny_hot_64", "hakmem", 0)]
+    p = tmp_path / "runs.csv"
+    run.write_csv(str(p), recs)
+    rows = list(csv.DictReader(open(p)))
+    assert rows[0]["allocator"] == "glibc" and rows[0]["ops_per_sec"] == "10.0"
+    assert rows[0]["extra"] == "size=64"
+    assert rows[1]["rc"] == "-11" and rows[1]["ops_per_sec"] == ""
+    cells = [c for c in run.CELLS if c.name == "tiny_hot_64"]
+    s = run.summarize_records(cells, {"glibc": None, "hakmem": "/h.so"}, recs)
+    q = tmp_path / "summary.csv"
+    run.write_summary_csv(str(q), s)
+    rows = list(csv.DictReader(open(q)))
+    assert {r["allocator"] for r in rows} == {"glibc", "hakmem"}
+
+
+def test_results_dirs(tmp_path):
+    d = run.new_results_dir(str(tmp_path), "quick")
+    (open(os.path.join(d, "table.md"), "w")).write("x")
+    latest = run.copy_latest(d, str(tmp_path), "quick")
+    assert os.path.basename(latest) == "latest-quick"
+    assert open(os.path.join(latest, "table.md")).read() == "x"
+    # A second run replaces the copy.
+    d2 = run.new_results_dir(str(tmp_path), "quick-2")
+    open(os.path.join(d2, "table.md"), "w").write("y")
+    run.copy_latest(d2, str(tmp_path), "quick")
+    assert open(os.path.join(latest, "table.md")).read() == "y"
+
+
+def test_machine_info_has_the_description():
+    m = run.machine_info()
+    for k in ("cpu", "cores", "kernel", "glibc", "date_utc"):
+        assert m.get(k), k
+    line = run.machine_line(m)
+    assert m["kernel"] in line and m["glibc"] in line

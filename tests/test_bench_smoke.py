@@ -1,0 +1,93 @@
+"""Smoke tests of the benchmark workloads: every cell of bench/run.py runs once in its short
+"smoke" configuration under hakmem (LD_PRELOAD=build/libhakmem.so) and under glibc, must exit
+with status 0 and print one result line that parses. Speed never decides pass or fail.
+
+A failure under hakmem that passes under glibc is an allocator bug; the failure message
+carries the exact command to reproduce it."""
+
+import importlib.util
+import os
+import subprocess
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("HAKMEM_BUILD", "build")
+BUILD_DIR = BUILD if os.path.isabs(BUILD) else os.path.join(REPO, BUILD)
+LIB = os.path.join(BUILD_DIR, "libhakmem.so")
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(REPO, "bench", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+run = _load_runner()
+
+
+@pytest.fixture(scope="module")
+def binaries():
+    """Builds libhakmem.so and the workload programs (make rules from bench/bench.mk)."""
+    targets = [os.path.join(BUILD, "libhakmem.so")] + [os.path.join(BUILD, "bench", p) for p in run.PROGRAMS]
+    p = subprocess.run(["make", "-s", "-C", REPO, "BUILD=%s" % BUILD] + targets,
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        pytest.fail("building %s failed:\n%s%s" % (" ".join(targets), p.stdout, p.stderr))
+    return {prog: os.path.join(BUILD_DIR, "bench", prog) for prog in run.PROGRAMS}
+
+
+EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_1T": 1,
+                  "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2}
+
+
+@pytest.mark.parametrize("allocator", ["hakmem", "glibc"])
+@pytest.mark.parametrize("cell", run.CELLS, ids=[c.name for c in run.CELLS])
+def test_workload_smoke(binaries, cell, allocator):
+    preload = LIB if allocator == "hakmem" else None
+    rec = run.run_once(binaries[cell.prog], cell.argv("smoke"), preload, timeout=60)
+    assert rec["error"] is None, "%s under %s: %s\nreproduce: %s" % (cell.name, allocator, rec["error"], rec["cmd"])
+    r = rec["result"]
+    assert r["bench"] == cell.prog
+    assert r["ops"] > 0 and r["ops_per_sec"] > 0 and r["seconds"] > 0
+    assert r["peak_rss_kb"] > 0
+    if cell.name in EXPECT_THREADS:
+        assert r["threads"] == EXPECT_THREADS[cell.name]
+    if cell.prog == "memory":
+        for k in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb"):
+            assert r[k] > 0, k
+    if cell.prog == "larson":
+        assert r["remote_pct"] > 50, "most frees in Larson should be remote"
+
+
+def test_programs_reject_bad_arguments(binaries):
+    for prog, path in binaries.items():
+        h = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10)
+        assert h.returncode == 0 and "--" in h.stderr, prog
+        bad = subprocess.run([path, "--no-such-option=1"], capture_output=True, text=True, timeout=10)
+        assert bad.returncode == 2, prog
+        assert "RESULT" not in bad.stdout
+
+
+def test_positional_arguments(binaries):
+    """random_mixed OPS SLOTS SEED, as the seed documents ran it."""
+    p = subprocess.run([binaries["random_mixed"], "1000", "16", "7"], capture_output=True, text=True,
+                       timeout=10)
+    r = run.parse_result(p.stdout)
+    assert (r["ops"], r["slots"], r["seed"]) == (1000, 16, 7)
+
+
+def test_runner_end_to_end(binaries, tmp_path):
+    """The runner in smoke mode writes its CSV, JSON and markdown for hakmem and glibc."""
+    p = subprocess.run(["python3", os.path.join(REPO, "bench", "run.py"), "--mode", "smoke",
+                        "--build", BUILD_DIR, "--no-build", "--no-chart", "--allocators", "glibc,hakmem",
+                        "--only", "^tiny_hot_64$", "--only", "^memory$", "--runs", "2",
+                        "--results", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    latest = tmp_path / "latest-smoke"
+    for f in ("runs.csv", "summary.csv", "summary.json", "table.md"):
+        assert (latest / f).exists(), f
+    table = (latest / "table.md").read_text()
+    assert "| tiny_hot_64 |" in table and "hakmem ÷ glibc" in table
