@@ -8,81 +8,90 @@
 #include <stdint.h>
 #include "internal.h"
 
-FAST_PATH void *heap_pop(size_t c) {
-    hak_heap_t *h = _hak_thread_heap;
-    hak_tcache_t *tc = &h->tc[c];
+FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc) {
     void *b = tc->head;
     if (likely(b != NULL)) {
         tc->head = *(void **)b;
-        tc->count--;
+        tc->room++;
         return b;
     }
-    return _hak_heap_refill(h, c);
+    return _hak_heap_refill(h, (size_t)(tc - h->tc));
+}
+
+FAST_PATH void *heap_pop(size_t c) {
+    hak_heap_t *h = _hak_thread_heap;
+    return tc_pop(h, &h->tc[c]);
 }
 
 HAK_EXPORT void *hak_malloc(size_t n) {
-    size_t c;
-    if (likely(n <= HAK_TINY_MAX)) c = _hak_tiny_class[(n + 15) >> 4];
-    else if (likely(n <= HAK_LARGE_MAX)) c = hak_class_above_tiny(n);
+    hak_heap_t *h = _hak_thread_heap;
+    hak_tcache_t *tc;
+    if (likely(n <= HAK_TINY_MAX)) tc = (hak_tcache_t *)((char *)h + _hak_tiny_tcoff[n]);
+    else if (likely(n <= HAK_LARGE_MAX)) tc = &h->tc[hak_class_above_tiny(n)];
     else return _hak_huge_alloc(n, 0, false);
-    return heap_pop(c);
+    return tc_pop(h, tc);
 }
 
-static SLOW_PATH void free_slow(void *p, uintptr_t e) {
+/* The huge block whose payload is p, or NULL. */
+static hak_huge_t *huge_of(const void *p) {
+    hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
+    if (h == NULL || h->magic != HAK_HUGE_MAGIC || (const char *)h + h->offset != (const char *)p)
+        return NULL;
+    return h;
+}
+
+static SLOW_PATH void free_slow(void *p) {
     if (p == NULL) return;
-    if ((e & HAK_REG_HUGE) != 0) {
-        _hak_huge_free((hak_huge_t *)(e & ~(uintptr_t)HAK_REG_HUGE), p);
+    hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
+    if (h != NULL) {
+        _hak_huge_free(h, p);                  /* checks the pointer itself */
         return;
     }
     _hak_report_invalid(HAK_ERR_INVALID_FREE, p);
 }
 
 HAK_EXPORT void hak_free(void *p) {
-    uintptr_t e = hak_registry_lookup((uintptr_t)p);
-    if (likely(e == HAK_REG_SS)) {
-        hak_span_t *s = hak_span_of(hak_ss_of(p), p);
+    if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
+        hak_superslab_t *ss = hak_ss_of(p);
+        hak_unit_t *u = hak_unit_of(ss, p);
         hak_heap_t *h = _hak_thread_heap;
-        if (likely(relaxed_load(&s->owner) == h)) {
-            hak_tcache_t *tc = &h->tc[s->cls];
+        if (likely(relaxed_load(&u->owner) == h)) {
+            hak_tcache_t *tc = (hak_tcache_t *)((char *)h + u->tc_off);
             *(void **)p = tc->head;
             tc->head = p;
-            if (likely(++tc->count <= tc->cap)) return;
-            _hak_heap_flush(h, s->cls, tc->cap / 2);
+            if (likely(--tc->room != 0)) return;
+            _hak_heap_flush(h, tc, tc->cap / 2);
             return;
         }
-        _hak_span_free_remote(s, p);
+        _hak_span_free_remote(&ss->spans[u->span], p);
         return;
     }
-    free_slow(p, e);
+    free_slow(p);
 }
 
 HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
     size_t total;
     if (unlikely(__builtin_mul_overflow(count, size, &total))) { errno = ENOMEM; return NULL; }
     if (total > HAK_LARGE_MAX) return _hak_huge_alloc(total, 0, true);
-    size_t c = hak_size_class(total);
     hak_heap_t *h = _hak_thread_heap;
-    hak_tcache_t *tc = &h->tc[c];
+    hak_tcache_t *tc = &h->tc[hak_size_class(total)];
     void *b = tc->head;
     if (likely(b != NULL)) {
         tc->head = *(void **)b;
-        tc->count--;
+        tc->room++;
         return memset(b, 0, total);
     }
-    b = _hak_heap_refill(h, c);
+    b = _hak_heap_refill(h, (size_t)(tc - h->tc));
     if (b != NULL && !_hak_thread_heap->refill_zero) memset(b, 0, total);
     return b;
 }
 
 HAK_EXPORT size_t hak_usable_size(const void *p) {
-    uintptr_t e = hak_registry_lookup((uintptr_t)p);
-    if (likely(e == HAK_REG_SS)) return hak_span_of(hak_ss_of(p), p)->bsize;
+    if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS))
+        return hak_span_of(hak_ss_of(p), p)->bsize;
     if (p == NULL) return 0;
-    if ((e & HAK_REG_HUGE) != 0) {
-        hak_huge_t *h = (hak_huge_t *)(e & ~(uintptr_t)HAK_REG_HUGE);
-        if (h->magic == HAK_HUGE_MAGIC && (const char *)h + h->offset == (const char *)p)
-            return _hak_huge_usable(h);
-    }
+    hak_huge_t *h = huge_of(p);
+    if (h != NULL) return _hak_huge_usable(h);
     _hak_report_invalid(HAK_ERR_INVALID_USABLE, p);
     return 0;
 }
@@ -90,8 +99,7 @@ HAK_EXPORT size_t hak_usable_size(const void *p) {
 HAK_EXPORT void *hak_realloc(void *p, size_t n) {
     if (p == NULL) return hak_malloc(n);
     if (n == 0) { hak_free(p); return NULL; }        /* glibc's behaviour */
-    uintptr_t e = hak_registry_lookup((uintptr_t)p);
-    if (likely(e == HAK_REG_SS)) {
+    if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
         size_t old = hak_span_of(hak_ss_of(p), p)->bsize;
         if (n <= old && (n > old / 2 || old <= 64)) return p;   /* not worth a move */
         void *q = hak_malloc(n);
@@ -100,8 +108,8 @@ HAK_EXPORT void *hak_realloc(void *p, size_t n) {
         hak_free(p);
         return q;
     }
-    if ((e & HAK_REG_HUGE) != 0)
-        return _hak_huge_realloc((hak_huge_t *)(e & ~(uintptr_t)HAK_REG_HUGE), p, n);
+    hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
+    if (h != NULL) return _hak_huge_realloc(h, p, n);
     _hak_report_invalid(HAK_ERR_INVALID_REALLOC, p);
     errno = EINVAL;
     return NULL;
@@ -172,5 +180,7 @@ HAK_EXPORT int hak_trim(size_t pad) {
 }
 
 HAK_EXPORT int hak_owns(const void *p) {
-    return p != NULL && hak_registry_lookup((uintptr_t)p) != 0;
+    return hak_chunk_kind((uintptr_t)p) != 0;
 }
+
+_Static_assert(offsetof(hak_heap_t, tc) == 0, "tcache offsets assume tc comes first");

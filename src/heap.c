@@ -72,7 +72,10 @@ static hak_heap_t *heap_new(void) {
     memset(h->bins, 0, sizeof h->bins);
     relaxed_store(&h->notified, NULL);
     h->refill_zero = 0;
-    for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = _hak_class_cap[c];
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        h->tc[c].cap = _hak_class_cap[c];
+        h->tc[c].room = h->tc[c].cap + 1;
+    }
     return h;
 }
 
@@ -132,7 +135,7 @@ static hak_span_t *adopt(hak_heap_t *h, size_t c) {
         relaxed_store(&abandoned[c], s->next);
         if (s->next) s->next->prev = NULL;
         s->next = s->prev = NULL;
-        relaxed_store(&s->owner, h);
+        _hak_span_set_owner(s, h);
     }
     hak_unlock(&aband_lock);
     if (s != NULL) _hak_span_collect_remote(s);
@@ -140,7 +143,7 @@ static hak_span_t *adopt(hak_heap_t *h, size_t c) {
 }
 
 static void abandon(hak_span_t *s) {
-    relaxed_store(&s->owner, NULL);
+    _hak_span_set_owner(s, NULL);
     s->list = SPAN_ABANDONED;
     hak_lock(&aband_lock);
     hak_span_t *head = relaxed_load(&abandoned[s->cls]);
@@ -184,7 +187,7 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
     if (tc->head != NULL) {              /* filled by a nested call during thread setup */
         void *b = tc->head;
         tc->head = *(void **)b;
-        tc->count--;
+        tc->room++;
         return b;
     }
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
@@ -241,13 +244,12 @@ static void return_block(hak_heap_t *h, void *b) {
 
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
  * sends the rest home. */
-SLOW_PATH void _hak_heap_flush(hak_heap_t *h, size_t c, uint32_t keep) {
-    hak_tcache_t *tc = &h->tc[c];
+SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     void *b = tc->head, *prev = NULL;
     uint32_t i = 0;
     for (; i < keep && b != NULL; i++) { prev = b; b = *(void **)b; }
     if (prev) *(void **)prev = NULL; else tc->head = NULL;
-    tc->count = i;
+    tc->room = tc->cap + 1 - i;
     while (b != NULL) {
         void *next = *(void **)b;
         return_block(h, b);
@@ -258,7 +260,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, size_t c, uint32_t keep) {
 void _hak_heap_flush_all(hak_heap_t *h) {
     if (h == &_hak_empty_heap) return;
     for (size_t c = 0; c < HAK_NCLASSES; c++)
-        if (h->tc[c].head != NULL) _hak_heap_flush(h, c, 0);
+        if (h->tc[c].head != NULL) _hak_heap_flush(h, &h->tc[c], 0);
 }
 
 /* ---- thread exit ----------------------------------------------------------------------- */

@@ -16,7 +16,7 @@ static size_t cache_bytes;
 static void huge_unmap(hak_huge_t *h) {
     size_t len = h->maplen;
     h->magic = 0;
-    _hak_registry_clear((uintptr_t)h, len);
+    _hak_registry_remove(h, len);
     _hak_os_unmap(h, len);
 }
 
@@ -74,7 +74,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     }
     void *base = _hak_os_map_aligned(maplen, malign);
     if (base == NULL) { errno = ENOMEM; return NULL; }
-    if (!_hak_registry_set((uintptr_t)base, maplen, (uintptr_t)base | HAK_REG_HUGE)) {
+    if (!_hak_registry_add_huge(base, base, maplen)) {
         _hak_os_unmap(base, maplen);
         errno = ENOMEM;
         return NULL;
@@ -154,7 +154,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     if (newlen < h->maplen) {               /* shrink a lot: give the tail back */
         char *tail = (char *)h + newlen;
         size_t tlen = h->maplen - newlen;
-        _hak_registry_clear((uintptr_t)tail, tlen);
+        _hak_registry_remove(tail, tlen);
         _hak_os_unmap(tail, tlen);
         h->maplen = newlen;
         h->size = size;
@@ -163,19 +163,18 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     size_t oldlen = h->maplen;
     void *nb;
     if (!_hak_os_remap_aligned(h, oldlen, newlen, &nb)) { errno = ENOMEM; return NULL; }
-    uintptr_t entry = (uintptr_t)nb | HAK_REG_HUGE;
     if (nb == (void *)h) {
-        if (!_hak_registry_set((uintptr_t)h + oldlen, newlen - oldlen, entry)) {
+        if (!_hak_registry_add_huge(h, (char *)h + oldlen, newlen - oldlen)) {
             mremap(h, newlen, oldlen, 0);
             errno = ENOMEM;
             return NULL;
         }
     } else {
-        _hak_registry_clear((uintptr_t)h, oldlen);
-        if (!_hak_registry_set((uintptr_t)nb, newlen, entry)) {
+        _hak_registry_remove(h, oldlen);
+        if (!_hak_registry_add_huge(nb, nb, newlen)) {
             /* put it back where it was; the old range is free again */
             void *back = mremap(nb, newlen, oldlen, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)h);
-            if (back != MAP_FAILED) _hak_registry_set((uintptr_t)h, oldlen, (uintptr_t)h | HAK_REG_HUGE);
+            if (back != MAP_FAILED) _hak_registry_add_huge(h, h, oldlen);
             errno = ENOMEM;
             return NULL;
         }

@@ -36,6 +36,7 @@ static inline size_t hak_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a
 
 /* ---- size_class.c ---------------------------------------------------------------- */
 extern const uint8_t  _hak_tiny_class[HAK_TINY_MAX / 16 + 1];  /* (n + 15) >> 4 -> class */
+extern const uint16_t _hak_tiny_tcoff[HAK_TINY_MAX + 1];      /* n -> offset of its tcache */
 extern const uint32_t _hak_class_size[HAK_NCLASSES];
 extern uint8_t  _hak_class_units[HAK_NCLASSES];    /* span length in units */
 extern uint16_t _hak_class_cap[HAK_NCLASSES];      /* default tcache capacity */
@@ -53,33 +54,31 @@ FAST_PATH size_t hak_size_class(size_t n) {                  /* n ≤ HAK_LARGE_
 }
 
 /* ---- registry.c: which 2 MiB chunks are hakmem's ---------------------------------- */
-#define HAK_REG_LEAF_BITS 13
-#define HAK_REG_TOP_BITS  (48 - HAK_SS_SHIFT - HAK_REG_LEAF_BITS)
-#define HAK_REG_SS        ((uintptr_t)1)     /* entry of a superslab chunk */
-#define HAK_REG_HUGE      ((uintptr_t)2)     /* entry of a huge chunk: header | 2 */
-extern _Atomic(_Atomic(uintptr_t) *) _hak_reg_top[1u << HAK_REG_TOP_BITS];
+#define HAK_CHUNK_SS    1          /* the chunk is a superslab */
+#define HAK_CHUNK_HUGE  2          /* the chunk belongs to a huge block's mapping */
+#define HAK_CHUNK_BITS  (47 - HAK_SS_SHIFT)    /* user space is below 2^47 */
+extern uint8_t _hak_chunk_kind[(size_t)1 << HAK_CHUNK_BITS];
 
-FAST_PATH uintptr_t hak_registry_lookup(uintptr_t a) {
-    uintptr_t top = a >> (HAK_SS_SHIFT + HAK_REG_LEAF_BITS);
-    if (unlikely(top >= (1u << HAK_REG_TOP_BITS))) return 0;
-    _Atomic(uintptr_t) *leaf = relaxed_load(&_hak_reg_top[top]);
-    if (unlikely(leaf == NULL)) return 0;
-    return relaxed_load(&leaf[(a >> HAK_SS_SHIFT) & ((1u << HAK_REG_LEAF_BITS) - 1)]);
+FAST_PATH unsigned hak_chunk_kind(uintptr_t a) {
+    if (unlikely((a >> 47) != 0)) return 0;
+    return __atomic_load_n(&_hak_chunk_kind[a >> HAK_SS_SHIFT], __ATOMIC_RELAXED);
 }
-bool _hak_registry_set(uintptr_t base, size_t len, uintptr_t entry);  /* false: no memory */
-void _hak_registry_clear(uintptr_t base, size_t len);
-void _hak_registry_lock(void);
-void _hak_registry_unlock(void);
-void _hak_registry_reset_lock(void);
+void _hak_registry_add_superslab(void *ss);
+bool _hak_registry_add_huge(void *hdr, void *from, size_t len);  /* false: no memory */
+void _hak_registry_remove(void *base, size_t len);
+hak_huge_t *_hak_registry_huge_header(uintptr_t a);          /* NULL if none */
 
 /* ---- superslab.c: 2 MiB regions and the shared span pool --------------------------- */
 FAST_PATH hak_superslab_t *hak_ss_of(const void *p) {
     return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
 }
-FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
-    unsigned unit = (unsigned)(((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1));
-    return &ss->spans[ss->unit_span[unit]];
+FAST_PATH hak_unit_t *hak_unit_of(hak_superslab_t *ss, const void *p) {
+    return &ss->unit[((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1)];
 }
+FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
+    return &ss->spans[hak_unit_of(ss, p)->span];
+}
+void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h);
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner);   /* NULL: out of memory */
 void _hak_pool_release(hak_span_t *s);
 size_t _hak_pool_purge(bool all);           /* bytes returned to the OS */
@@ -98,7 +97,8 @@ bool _hak_span_try_unmark_full(hak_span_t *s);
 extern hak_heap_t _hak_empty_heap;
 extern HAK_TLS hak_heap_t *_hak_thread_heap;
 void *_hak_heap_refill(hak_heap_t *h, size_t cls);   /* sets h->refill_zero */
-void _hak_heap_flush(hak_heap_t *h, size_t cls, uint32_t keep);
+void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
+static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - tc->room; }
 void _hak_heap_flush_all(hak_heap_t *h);
 hak_heap_t *_hak_heap_thread_init(void);
 void _hak_heap_thread_exit(void *heap);

@@ -15,6 +15,18 @@ const uint8_t _hak_tiny_class[HAK_TINY_MAX / 16 + 1] = {
     19,
 };
 
+/* malloc's own lookup for n ≤ 1 KiB: n -> byte offset of the class's tcache in a heap, so
+ * the fast path indexes with n itself and adds the offset to the heap pointer. */
+#define R(lo, hi, c) [lo ... hi] = (uint16_t)((c) * sizeof(hak_tcache_t))
+const uint16_t _hak_tiny_tcoff[HAK_TINY_MAX + 1] = {
+    R(0, 16, 0), R(17, 32, 1), R(33, 48, 2), R(49, 64, 3),
+    R(65, 80, 4), R(81, 96, 5), R(97, 112, 6), R(113, 128, 7),
+    R(129, 160, 8), R(161, 192, 9), R(193, 224, 10), R(225, 256, 11),
+    R(257, 320, 12), R(321, 384, 13), R(385, 448, 14), R(449, 512, 15),
+    R(513, 640, 16), R(641, 768, 17), R(769, 896, 18), R(897, 1024, 19),
+};
+#undef R
+
 const uint32_t _hak_class_size[HAK_NCLASSES] = {
     16, 32, 48, 64, 80, 96, 112, 128,
     160, 192, 224, 256, 320, 384, 448, 512,

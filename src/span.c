@@ -52,7 +52,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         s->used += n;
         *first = head;
         tc->head = *(void **)head;
-        tc->count = n - 1;
+        tc->room = tc->cap + 1 - (n - 1);
         *zero = false;
         return n;
     }
@@ -71,7 +71,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
             head = blk;
         }
         tc->head = head;
-        tc->count = n - 1;
+        tc->room = tc->cap + 1 - (n - 1);
         s->bump = b + (size_t)n * bs;
         s->used += n;
         return n;
@@ -96,6 +96,15 @@ void _hak_span_free_remote(hak_span_t *s, void *p) {
     } while (!atomic_compare_exchange_weak_explicit(&h->notified, &top, s, memory_order_release,
                                                     memory_order_relaxed));
     atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK, memory_order_release);
+}
+
+/* The owner is kept in the span and in each of its units' slots (what free reads). */
+void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h) {
+    hak_superslab_t *ss = hak_ss_of(s);
+    unsigned u = (unsigned)(s - ss->spans);
+    relaxed_store(&s->owner, h);
+    for (unsigned k = u; k < u + s->units; k++)
+        atomic_store_explicit(&ss->unit[k].owner, h, memory_order_release);
 }
 
 bool _hak_span_try_mark_full(hak_span_t *s) {

@@ -35,20 +35,17 @@ static void ss_remove(hak_superslab_t **head, hak_superslab_t *ss) {
 static hak_superslab_t *ss_map(void) {
     void *m = _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
     if (m == NULL) return NULL;
-    if (!_hak_registry_set((uintptr_t)m, HAK_SS_SIZE, HAK_REG_SS)) {
-        _hak_os_unmap(m, HAK_SS_SIZE);
-        return NULL;
-    }
     hak_superslab_t *ss = m;                /* fresh pages read as zero */
     ss->magic = HAK_SS_MAGIC;
     ss->free_mask = HAK_UNITS_ALL;
+    _hak_registry_add_superslab(ss);
     return ss;
 }
 
 static void ss_unmap(hak_superslab_t *ss) {
     dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
     ss->magic = 0;
-    _hak_registry_clear((uintptr_t)ss, HAK_SS_SIZE);
+    _hak_registry_remove(ss, HAK_SS_SIZE);
     _hak_os_unmap(ss, HAK_SS_SIZE);
 }
 
@@ -132,7 +129,12 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
     dirty_bytes -= (size_t)__builtin_popcount(dirty) * HAK_UNIT_SIZE;
     ss->dirty_mask &= ~m;
     if (ss->free_mask == 0) ss_remove(&ss_partial, ss), ss->list = SSL_FULL;
-    for (unsigned k = (unsigned)u; k < (unsigned)u + n; k++) ss->unit_span[k] = (uint8_t)u;
+    uint16_t tc_off = (uint16_t)offsetof(hak_heap_t, tc[cls]);
+    for (unsigned k = (unsigned)u; k < (unsigned)u + n; k++) {
+        ss->unit[k].span = (uint8_t)u;
+        ss->unit[k].cls = (uint8_t)cls;
+        ss->unit[k].tc_off = tc_off;
+    }
     maybe_purge();
     hak_unlock(&pool_lock);
 
@@ -151,7 +153,7 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
     s->next = s->prev = s->notify_next = NULL;
     s->list = SPAN_LOOSE;
     atomic_store_explicit(&s->remote, 0, memory_order_relaxed);
-    atomic_store_explicit(&s->owner, owner, memory_order_release);
+    _hak_span_set_owner(s, owner);
     return s;
 }
 
@@ -159,7 +161,7 @@ void _hak_pool_release(hak_span_t *s) {
     hak_superslab_t *ss = hak_ss_of(s);
     unsigned u = (unsigned)(s - ss->spans), n = s->units;
     uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
-    relaxed_store(&s->owner, NULL);
+    _hak_span_set_owner(s, NULL);
     s->list = SPAN_POOL;
     hak_lock(&pool_lock);
     if (ss->dirty_mask == 0) ss->dirty_since = _hak_now_ms();

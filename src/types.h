@@ -81,14 +81,24 @@ struct hak_span_s {
     char pad2[64 - sizeof(uintptr_t)];
 };
 
+/* What free needs about a 64 KiB unit, in one 16-byte slot found by shifting the address:
+ * a copy of its span's owner and where the class's tcache sits in a heap. */
+typedef struct hak_unit_s {
+    _Atomic(hak_heap_t *) owner;   /* the span's owner (all units of a span agree) */
+    uint16_t tc_off;               /* offsetof(hak_heap_t, tc[cls]) */
+    uint8_t  span;                 /* first unit of the span */
+    uint8_t  cls;
+    uint32_t pad;
+} hak_unit_t;
+
 struct hak_superslab_s {
+    hak_unit_t unit[HAK_UNITS];    /* first: free reads this and nothing else here */
     uint64_t magic;
     uint32_t free_mask;            /* units not in any span (pool lock) */
     uint32_t dirty_mask;           /* free units touched since mapped or purged */
     uint64_t dirty_since;          /* ms when dirty_mask last became non-zero */
     hak_superslab_t *next, *prev;  /* pool list: partial or empty */
     uint8_t  list;                 /* which pool list */
-    uint8_t  unit_span[HAK_UNITS]; /* unit -> first unit of its span */
     hak_span_t spans[HAK_UNITS] __attribute__((aligned(64)));  /* meta of span heads */
 };
 
@@ -105,8 +115,8 @@ struct hak_huge_s {
 
 typedef struct hak_tcache_s {
     void    *head;                 /* free blocks of this class, LIFO */
-    uint32_t count;
-    uint32_t cap;                  /* flush above this */
+    uint32_t room;                 /* frees left before a flush: cap + 1 - count */
+    uint32_t cap;                  /* blocks kept at most */
 } hak_tcache_t;
 
 typedef struct hak_bin_s {

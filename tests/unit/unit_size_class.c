@@ -47,6 +47,11 @@ int main(void) {
             for (size_t i = 0; i < cap; i++) if ((i * bs) % a) { CHECK((i * bs) % a == 0); break; }
         }
     }
+    for (size_t n = 0; n <= HAK_TINY_MAX; n++)
+        if (_hak_tiny_tcoff[n] != offsetof(hak_heap_t, tc[hak_size_class(n)])) {
+            CHECK(_hak_tiny_tcoff[n] == offsetof(hak_heap_t, tc[hak_size_class(n)]));
+            break;
+        }
     CHECK(_hak_aligned_class[12][0] != 0xff);
     CHECK(_hak_class_size[_hak_aligned_class[12][0]] == 4096);
     CHECK_DONE();

@@ -22,16 +22,19 @@ static void tier_basics(size_t lo, size_t hi, size_t step) {
         CHECK(hak_usable_size(p) >= n);
         CHECK(hak_owns(p));
         memset(p, 0xab, n);
-        uintptr_t e = hak_registry_lookup((uintptr_t)p);
+        unsigned kind = hak_chunk_kind((uintptr_t)p);
         if (n <= HAK_LARGE_MAX) {
-            CHECK(e == HAK_REG_SS);
+            CHECK(kind == HAK_CHUNK_SS);
             hak_span_t *s = hak_span_of(hak_ss_of(p), p);
             CHECK(s->bsize == _hak_class_size[hak_size_class(n)]);
             CHECK((char *)p >= s->start && (char *)p < s->end);
             CHECK(((char *)p - s->start) % s->bsize == 0);
             CHECK(relaxed_load(&s->owner) == _hak_thread_heap);
+            CHECK(relaxed_load(&hak_unit_of(hak_ss_of(p), p)->owner) == _hak_thread_heap);
         } else {
-            CHECK((e & HAK_REG_HUGE) != 0);
+            CHECK(kind == HAK_CHUNK_HUGE);
+            hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p + n - 1);
+            CHECK(h != NULL && (char *)h + h->offset == p);
         }
         hak_free(p);
     }
