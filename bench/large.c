@@ -57,7 +57,7 @@ static long long bench_kernel(struct slot *s, long long nslots, long long ops, s
 
 int main(int argc, char **argv)
 {
-    long long ops = 200000, nslots = 8, lo = 65536, hi = 4194304, seed = 42;
+    long long ops = 20000, nslots = 8, lo = 65536, hi = 4194304, seed = 42;
     struct bench_opt opt[] = {
         {"ops", &ops, "calls: malloc, realloc or free"},
         {"slots", &nslots, "blocks live at most"},

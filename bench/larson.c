@@ -71,7 +71,7 @@ static void *epoch_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    long long threads = 2, ops = 4000000, nslots = 10000, rounds = 5000, lo = 16, hi = 1024,
+    long long threads = 2, ops = 20000000, nslots = 10000, rounds = 5000, lo = 16, hi = 1024,
               seed = 42;
     struct bench_opt opt[] = {
         {"threads", &threads, "chains of threads running at once"},

@@ -52,7 +52,7 @@ static void *worker_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    long long threads = 1, ops = 2000000, nslots = 64, lo = 8192, hi = 32768, seed = 42;
+    long long threads = 1, ops = 4000000, nslots = 64, lo = 8192, hi = 32768, seed = 42;
     struct bench_opt opt[] = {
         {"threads", &threads, "worker threads"},
         {"ops", &ops, "operations in total (free + malloc of one slot)"},

@@ -54,7 +54,7 @@ static long long bench_kernel(void **keep, long long nkeep, long long ops, long 
 
 int main(int argc, char **argv)
 {
-    long long ops = 2000000, burst = 32, nkeep = 16, lo = 8192, hi = 53248, seed = 42;
+    long long ops = 4000000, burst = 32, nkeep = 16, lo = 8192, hi = 53248, seed = 42;
     struct bench_opt opt[] = {
         {"ops", &ops, "malloc+free pairs"},
         {"burst", &burst, "most blocks allocated per round (1..1024)"},

@@ -24,6 +24,7 @@ import argparse
 import csv
 import datetime
 import glob
+import hashlib
 import json
 import os
 import platform
@@ -324,6 +325,10 @@ def machine_info():
         info["cores_usable"] = info["cores"]
     info["kernel"] = platform.release()
     try:
+        info["loadavg_start"] = round(os.getloadavg()[0], 2)
+    except OSError:
+        pass
+    try:
         info["glibc"] = os.confstr("CS_GNU_LIBC_VERSION")
     except (ValueError, OSError):
         info["glibc"] = " ".join(platform.libc_ver())
@@ -361,9 +366,14 @@ def package_versions():
 
 
 def machine_line(m):
-    return "%s, %s cores (%s usable), %s GiB, Linux %s, %s, %s" % (
+    line = "%s, %s cores (%s usable), %s GiB, Linux %s, %s, %s" % (
         m.get("cpu"), m.get("cores"), m.get("cores_usable"), m.get("memory_gib", "?"),
         m.get("kernel"), m.get("glibc"), m.get("date_utc"))
+    if m.get("hakmem_commit"):
+        line += ", hakmem %s" % m["hakmem_commit"]
+    if m.get("loadavg_start") is not None:
+        line += ", load average %s at start" % m["loadavg_start"]
+    return line
 
 
 # ---- the comparison --------------------------------------------------------------------------
@@ -416,6 +426,20 @@ def summarize_records(cells, allocs, records):
             rows[a].update(cmp_[a])
         summary[cell.name] = rows
     return summary
+
+
+def _rel(path):
+    return os.path.relpath(path, REPO) if path and path.startswith(REPO + os.sep) else path
+
+
+def describe_allocator(name, meta):
+    path = meta["allocators"].get(name)
+    if not path:
+        return "no preload"
+    if name == "hakmem" and meta.get("hakmem_source"):
+        return "%s, sha256 %s, preloaded from a copy in the results folder" % (
+            _rel(meta["hakmem_source"]), meta["hakmem_sha256"][:12])
+    return _rel(path)
 
 
 def markdown_tables(cells, allocs, summary, meta):
@@ -487,7 +511,10 @@ def markdown_tables(cells, allocs, summary, meta):
         for cname, a, f in fails:
             L.append("- %s under %s: %s — reproduce: `%s`" % (cname, a, f["error"], f["cmd"]))
     L.append("")
-    L.append("Allocators: " + ", ".join("%s (%s)" % (a, meta["allocators"][a] or "no preload") for a in names))
+    L.append("Allocators: " + ", ".join("%s (%s)" % (a, describe_allocator(a, meta)) for a in names))
+    for note in meta.get("notes") or []:
+        L.append("")
+        L.append("Not measured: " + note)
     if meta.get("packages"):
         L.append("")
         L.append("Packages: " + ", ".join(meta["packages"][k] for k in sorted(meta["packages"])))
@@ -827,7 +854,7 @@ def main(argv=None):
     command = "python3 bench/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if os.environ.get("BENCH_MAKE_TARGET"):
         command = os.environ["BENCH_MAKE_TARGET"]
-    meta = {"mode": args.mode, "runs": runs, "command": command, "machine": machine_info(),
+    meta = {"mode": args.mode, "runs": runs, "command": command, "machine": machine_info(), "notes": notes,
             "allocators": allocs, "packages": package_versions(),
             "cells": {c.name: {"prog": c.prog, "args": c.argv(args.mode if not instr else "quick"), "what": c.what,
                                "unit": c.unit} for c in cells}}
@@ -836,6 +863,13 @@ def main(argv=None):
           "allocators: " + ", ".join(allocs) + "; callgrind instruction counts")
 
     out_dir = new_results_dir(args.results, args.mode)
+    if allocs.get("hakmem"):
+        # Measure a snapshot: the library in build/ may be rebuilt while the runs go on.
+        snap = os.path.join(out_dir, "libhakmem.so")
+        shutil.copyfile(allocs["hakmem"], snap)
+        meta["hakmem_source"] = allocs["hakmem"]
+        meta["hakmem_sha256"] = hashlib.sha256(open(snap, "rb").read()).hexdigest()
+        allocs["hakmem"] = snap
     if instr:
         res = run_instr(cells, allocs, binaries, timeout)
         md = instr_markdown(cells, allocs, res, meta)

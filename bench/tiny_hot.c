@@ -39,7 +39,7 @@ static void bench_kernel(long long iters, size_t sz, long long batch)
 
 int main(int argc, char **argv)
 {
-    long long ops = 10000000, size = 64, batch = 1;
+    long long ops = 20000000, size = 64, batch = 1;
     struct bench_opt opt[] = {
         {"ops", &ops, "malloc+free pairs"},
         {"size", &size, "request size in bytes"},
