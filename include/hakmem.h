@@ -48,6 +48,43 @@ HAK_EXPORT int hak_trim(size_t pad);
 /* 1 if p lies in memory hakmem manages (any tier), 0 otherwise. */
 HAK_EXPORT int hak_owns(const void *p);
 
+/* ---- options ------------------------------------------------------------------------
+ * Every tunable is read once from its HAKMEM_<NAME> environment variable when hakmem
+ * initialises. hak_option_set changes one before that (e.g. from a constructor that runs
+ * before the first allocation); afterwards it returns -1 with errno EBUSY. Names are given
+ * without the HAKMEM_ prefix ("PURGE_DELAY_MS"); values as in the environment. */
+HAK_EXPORT int hak_option_set(const char *name, const char *value);   /* 0, or -1 + errno */
+HAK_EXPORT long hak_option_get(const char *name);                     /* -1 + EINVAL if unknown */
+HAK_EXPORT void hak_options_print(FILE *out);   /* name, value, default, range, description */
+
+/* ---- statistics ---------------------------------------------------------------------
+ * Counters are kept per thread with plain additions and merged on demand (and when a
+ * thread exits). Figures are bytes unless named otherwise. */
+#define HAK_STATS_CLASSES 60
+typedef struct hak_class_stats_s {
+    size_t block_size;
+    unsigned long long allocs, frees;      /* through malloc/free (any thread) */
+    unsigned long long refills, flushes;   /* tcache misses and overflows */
+    unsigned long long remote_frees;       /* frees from a thread that did not own the block */
+    unsigned long long spans_live;         /* spans of this class in use */
+} hak_class_stats_t;
+
+typedef struct hak_stats_s {
+    hak_class_stats_t cls[HAK_STATS_CLASSES];
+    unsigned long long tiny_allocs, mid_allocs, large_allocs, huge_allocs;
+    unsigned long long tiny_frees, mid_frees, large_frees, huge_frees;
+    unsigned long long superslabs_live, superslabs_peak;
+    unsigned long long huge_live, bigcache_hits, bigcache_misses;
+    size_t mapped, mapped_peak;             /* address space mapped for blocks */
+    size_t committed;                       /* mapped minus what was purged */
+    size_t resident, resident_peak;         /* RSS of the process (from the kernel) */
+    size_t purged;                          /* bytes returned to the OS so far */
+    unsigned long long threads_live, threads_total;
+} hak_stats_t;
+
+HAK_EXPORT void hak_stats_get(hak_stats_t *out);
+HAK_EXPORT void hak_stats_print(FILE *out);
+
 #ifdef __cplusplus
 }
 #endif
