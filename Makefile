@@ -52,3 +52,4 @@ clean:
 -include tests/tests.mk
 -include bench/bench.mk
 -include fuzz/fuzz.mk
+-include mk/install.mk
