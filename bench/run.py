@@ -378,8 +378,24 @@ def machine_line(m):
 
 # ---- the comparison --------------------------------------------------------------------------
 
-def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, log=print):
-    """Runs every cell under every allocator, interleaved; returns the raw run records."""
+def noisy(per, threshold):
+    """True when some allocator's runs of a cell vary by more than threshold (CV)."""
+    for vals in per.values():
+        if len(vals) >= 2:
+            cv = summarize(vals)["cv"]
+            if cv is not None and cv > threshold:
+                return True
+    return False
+
+
+def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, extra_rounds=0,
+               cv_threshold=0.10, log=print):
+    """Runs every cell under every allocator, interleaved; returns the raw run records.
+
+    After the first `runs` rounds, a cell whose CV exceeds cv_threshold for any allocator gets
+    up to extra_rounds more rounds (one at a time, interleaved as before): on a shared machine
+    a burst of outside load can cover two of five rounds, and more samples let the median
+    step over it."""
     records = []
     names = list(allocs)
     for cell in cells:
@@ -389,7 +405,8 @@ def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, log=print):
             for a in names:
                 run_once(binary, argv, allocs[a], timeout)
         per = {a: [] for a in names}
-        for r in range(runs):
+        r = 0
+        while r < runs or (r < runs + extra_rounds and noisy(per, cv_threshold)):
             for a in rotation(names, r):
                 rec = run_once(binary, argv, allocs[a], timeout)
                 rec.update({"cell": cell.name, "allocator": a, "run": r})
@@ -398,8 +415,10 @@ def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, log=print):
                     per[a].append(rec["result"]["ops_per_sec"])
                 else:
                     log("  FAIL %s / %s: %s\n       reproduce: %s" % (cell.name, a, rec["error"], rec["cmd"]))
+            r += 1
         med = {a: (statistics.median(v) if v else None) for a, v in per.items()}
-        log("%-18s %s" % (cell.name, "  ".join("%s %s" % (a, fmt_rate(med[a])) for a in names)))
+        log("%-18s %s%s" % (cell.name, "  ".join("%s %s" % (a, fmt_rate(med[a])) for a in names),
+                            "  (%d rounds)" % r if r > runs else ""))
     return records
 
 
@@ -448,7 +467,9 @@ def markdown_tables(cells, allocs, summary, meta):
     L = []
     L.append("Machine: %s" % machine_line(meta["machine"]))
     L.append("")
-    L.append("Command: `%s` (mode %s, %d runs per cell, interleaved)" % (meta["command"], meta["mode"], meta["runs"]))
+    L.append("Command: `%s` (mode %s, %d interleaved runs per cell, up to %d more where the CV "
+             "exceeded %.0f%%)" % (meta["command"], meta["mode"], meta["runs"], meta.get("extra_rounds", 0),
+                                  100 * meta.get("cv_threshold", 0.10)))
     L.append("")
     L.append("### Throughput (median; CV in parentheses; higher is better)")
     L.append("")
@@ -790,10 +811,10 @@ def publish(out_dir, mode, log=print):
 
 # ---- main ------------------------------------------------------------------------------------
 
-MODES = {"quick": {"runs": 5, "timeout": 120, "warmup": False},
-         "full": {"runs": 10, "timeout": 600, "warmup": True},
-         "smoke": {"runs": 1, "timeout": 60, "warmup": False},
-         "instr": {"runs": 1, "timeout": 600, "warmup": False}}
+MODES = {"quick": {"runs": 5, "extra": 4, "timeout": 120, "warmup": False},
+         "full": {"runs": 10, "extra": 5, "timeout": 600, "warmup": True},
+         "smoke": {"runs": 1, "extra": 0, "timeout": 60, "warmup": False},
+         "instr": {"runs": 1, "extra": 0, "timeout": 600, "warmup": False}}
 
 
 def select_cells(patterns, instr=False):
@@ -811,6 +832,8 @@ def main(argv=None):
     ap.add_argument("--only", action="append", metavar="REGEX", help="run only cells matching (repeatable)")
     ap.add_argument("--allocators", help="comma-separated subset of %s" % ",".join(ALLOCATOR_ORDER))
     ap.add_argument("--runs", type=int, help="runs per cell (default 5 quick, 10 full)")
+    ap.add_argument("--extra-rounds", type=int, help="more rounds for a noisy cell (default 4 quick, 5 full)")
+    ap.add_argument("--cv-threshold", type=float, default=0.10, help="CV above which a cell is noisy (default 0.10)")
     ap.add_argument("--timeout", type=int, help="seconds before one run counts as failed")
     ap.add_argument("--results", default=os.path.join(REPO, "bench", "results"), help="results base folder")
     ap.add_argument("--libdir", default=SYSTEM_LIBDIR, help="where the peers' .so files are")
@@ -855,6 +878,8 @@ def main(argv=None):
     if os.environ.get("BENCH_MAKE_TARGET"):
         command = os.environ["BENCH_MAKE_TARGET"]
     meta = {"mode": args.mode, "runs": runs, "command": command, "machine": machine_info(), "notes": notes,
+            "extra_rounds": MODES[args.mode]["extra"] if args.extra_rounds is None else args.extra_rounds,
+            "cv_threshold": args.cv_threshold,
             "allocators": allocs, "packages": package_versions(),
             "cells": {c.name: {"prog": c.prog, "args": c.argv(args.mode if not instr else "quick"), "what": c.what,
                                "unit": c.unit} for c in cells}}
@@ -885,7 +910,10 @@ def main(argv=None):
                     w.writerow([c, a, v.get("ipo"), v.get("instr_big"), v.get("ops_big"), v.get("instr_small"),
                                 v.get("ops_small"), v.get("error") or ""])
     else:
-        records = run_matrix(cells, allocs, binaries, args.mode, runs, timeout, conf["warmup"] and not args.runs)
+        extra = conf["extra"] if args.extra_rounds is None else args.extra_rounds
+        records = run_matrix(cells, allocs, binaries, args.mode, runs, timeout,
+                             conf["warmup"] and not args.runs, extra_rounds=extra,
+                             cv_threshold=args.cv_threshold)
         summary = summarize_records(cells, allocs, records)
         md = markdown_tables(cells, allocs, summary, meta)
         write_csv(os.path.join(out_dir, "runs.csv"), records)

@@ -321,3 +321,47 @@ def test_machine_info_has_the_description():
         assert m.get(k), k
     line = run.machine_line(m)
     assert m["kernel"] in line and m["glibc"] in line
+
+
+# ---- the run loop, with a fake runner ----------------------------------------------------------
+
+def _fake_runner(values):
+    """A run_once stand-in: returns the next scripted ops/s for each allocator, logs the order."""
+    order, it = [], {a: iter(v) for a, v in values.items()}
+
+    def fake(binary, argv, preload, timeout):
+        a = {"/h.so": "hakmem", None: "glibc"}[preload]
+        order.append(a)
+        res = {"bench": "tiny_hot", "threads": 1, "ops": 1, "seconds": 1.0,
+               "ops_per_sec": float(next(it[a])), "peak_rss_kb": 1}
+        return {"rc": 0, "result": res, "error": None, "cmd": a}
+    return fake, order
+
+
+def test_run_matrix_interleaves(monkeypatch):
+    fake, order = _fake_runner({"glibc": [10] * 5, "hakmem": [20] * 5})
+    monkeypatch.setattr(run, "run_once", fake)
+    cells = [c for c in run.CELLS if c.name == "tiny_hot_64"]
+    recs = run.run_matrix(cells, {"glibc": None, "hakmem": "/h.so"}, {"tiny_hot": "x"}, "quick",
+                          runs=5, timeout=1, warmup=False, extra_rounds=3, log=lambda *a: None)
+    assert order == ["glibc", "hakmem", "hakmem", "glibc"] * 2 + ["glibc", "hakmem"]
+    assert len(recs) == 10          # steady values: no extra rounds
+
+
+def test_run_matrix_adds_rounds_when_noisy(monkeypatch):
+    fake, order = _fake_runner({"glibc": [10, 10, 10, 10, 10, 10, 10, 10],
+                                "hakmem": [20, 20, 5, 5, 20, 20, 20, 20]})
+    monkeypatch.setattr(run, "run_once", fake)
+    cells = [c for c in run.CELLS if c.name == "tiny_hot_64"]
+    recs = run.run_matrix(cells, {"glibc": None, "hakmem": "/h.so"}, {"tiny_hot": "x"}, "quick",
+                          runs=5, timeout=1, warmup=False, extra_rounds=3, cv_threshold=0.10,
+                          log=lambda *a: None)
+    assert len(recs) == 16          # 5 rounds + 3 extra, 2 allocators each
+    s = run.summarize_records(cells, {"glibc": None, "hakmem": "/h.so"}, recs)
+    assert s["tiny_hot_64"]["hakmem"]["median"] == 20
+
+
+def test_noisy():
+    assert not run.noisy({"a": [10, 10.5, 9.5]}, 0.10)
+    assert run.noisy({"a": [10, 10, 10], "b": [10, 20, 5]}, 0.10)
+    assert not run.noisy({"a": [10]}, 0.10)
