@@ -406,7 +406,9 @@ def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, extra_round
                 run_once(binary, argv, allocs[a], timeout)
         per = {a: [] for a in names}
         r = 0
-        while r < runs or (r < runs + extra_rounds and noisy(per, cv_threshold)):
+        # The memory cell is about RSS, which does not drift with load: no extra rounds.
+        extra = 0 if cell.prog == "memory" else extra_rounds
+        while r < runs or (r < runs + extra and noisy(per, cv_threshold)):
             for a in rotation(names, r):
                 rec = run_once(binary, argv, allocs[a], timeout)
                 rec.update({"cell": cell.name, "allocator": a, "run": r})

@@ -8,6 +8,7 @@ carries the exact command to reproduce it."""
 import importlib.util
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -80,7 +81,7 @@ def test_positional_arguments(binaries):
 
 def test_runner_end_to_end(binaries, tmp_path):
     """The runner in smoke mode writes its CSV, JSON and markdown for hakmem and glibc."""
-    p = subprocess.run(["python3", os.path.join(REPO, "bench", "run.py"), "--mode", "smoke",
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "run.py"), "--mode", "smoke",
                         "--build", BUILD_DIR, "--no-build", "--no-chart", "--allocators", "glibc,hakmem",
                         "--only", "^tiny_hot_64$", "--only", "^memory$", "--runs", "2",
                         "--results", str(tmp_path)],
