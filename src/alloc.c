@@ -13,6 +13,7 @@ FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc) {
     if (likely(b != NULL)) {
         tc->head = *(void **)b;
         tc->room++;
+        tc->nalloc++;
         return b;
     }
     return _hak_heap_refill(h, (size_t)(tc - h->tc));
@@ -59,6 +60,7 @@ HAK_EXPORT void hak_free(void *p) {
             hak_tcache_t *tc = (hak_tcache_t *)((char *)h + u->tc_off);
             *(void **)p = tc->head;
             tc->head = p;
+            tc->nfree++;
             if (likely(--tc->room != 0)) return;
             _hak_heap_flush(h, tc, tc->cap / 2);
             return;
@@ -79,6 +81,7 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
     if (likely(b != NULL)) {
         tc->head = *(void **)b;
         tc->room++;
+        tc->nalloc++;
         return memset(b, 0, total);
     }
     b = _hak_heap_refill(h, (size_t)(tc - h->tc));

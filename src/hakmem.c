@@ -11,5 +11,6 @@
 #include "heap.c"
 #include "huge.c"
 #include "alloc.c"
+#include "stats.c"
 #include "init.c"
 #include "override.c"

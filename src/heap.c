@@ -64,12 +64,14 @@ static hak_heap_t *heap_new(void) {
         h->next_all = heaps_all;
         heaps_all = h;
     }
+    HAK_STAT_ADD(threads_total, 1);
     h->next_free = NULL;
     h->live = 1;
     hak_unlock(&heaps_lock);
 
     memset(h->tc, 0, sizeof h->tc);
     memset(h->bins, 0, sizeof h->bins);
+    memset(&h->st, 0, sizeof h->st);
     relaxed_store(&h->notified, NULL);
     h->refill_zero = 0;
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
@@ -188,8 +190,10 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
         void *b = tc->head;
         tc->head = *(void **)b;
         tc->room++;
+        tc->nalloc++;
         return b;
     }
+    h->st.refills[c]++;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     hak_bin_t *bin = &h->bins[c];
     uint32_t want = tc->cap / 2 + 1;
@@ -200,6 +204,7 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
             bool zero;
             if (_hak_span_fill(s, tc, want, &first, &zero)) {
                 h->refill_zero = zero;
+                tc->nalloc++;
                 return first;
             }
             /* Every block is out. Park the span unless a remote free just arrived. */
@@ -245,6 +250,7 @@ static void return_block(hak_heap_t *h, void *b) {
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
  * sends the rest home. */
 SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
+    h->st.flushes[tc - h->tc]++;
     void *b = tc->head, *prev = NULL;
     uint32_t i = 0;
     for (; i < keep && b != NULL; i++) { prev = b; b = *(void **)b; }
@@ -316,9 +322,18 @@ void _hak_heap_thread_exit(void *arg) {
     }
     if (_hak_thread_heap == h) _hak_thread_heap = &_hak_empty_heap;
     hak_lock(&heaps_lock);
+    _hak_stats_merge_heap(h);
     h->live = 0;
     h->next_free = heaps_free;
     heaps_free = h;
+    hak_unlock(&heaps_lock);
+}
+
+/* Calls fn on every heap a live thread uses (for statistics), under the heaps lock. */
+void _hak_heap_foreach(void (*fn)(hak_heap_t *h, void *arg), void *arg) {
+    hak_lock(&heaps_lock);
+    for (hak_heap_t *h = heaps_all; h != NULL; h = h->next_all)
+        if (h->live) fn(h, arg);
     hak_unlock(&heaps_lock);
 }
 

@@ -15,6 +15,8 @@ static size_t cache_bytes;
 
 static void huge_unmap(hak_huge_t *h) {
     size_t len = h->maplen;
+    HAK_STAT_SUB(huge_mapped, len);
+    if (h->state == HUGE_CACHED && h->purged) HAK_STAT_SUB(huge_purged, len - HAK_PAGE);
     h->magic = 0;
     _hak_registry_remove(h, len);
     _hak_os_unmap(h, len);
@@ -43,6 +45,8 @@ static size_t purge_cache_locked(bool all) {
         if (h->purged || (!all && now - h->cached_at < (uint64_t)_hak_opt.purge_delay_ms)) continue;
         _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE);
         h->purged = 1;
+        HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
+        HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);
         bytes += h->maplen - HAK_PAGE;
     }
     return bytes;
@@ -59,7 +63,11 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     hak_huge_t *h = cache_take(maplen, malign);
     if (cache != NULL) purge_cache_locked(false);
     hak_unlock(&huge_lock);
+    HAK_STAT_ADD(huge_allocs, 1);
+    HAK_STAT_ADD(huge_live, 1);
     if (h != NULL) {
+        HAK_STAT_ADD(bigcache_hits, 1);
+        if (h->purged) HAK_STAT_SUB(huge_purged, h->maplen - HAK_PAGE);
         char *p = (char *)h + off;
         if (zero) {
             /* a purged mapping reads as zero past its first page */
@@ -72,13 +80,17 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
         h->purged = 0;
         return p;
     }
+    HAK_STAT_ADD(bigcache_misses, 1);
     void *base = _hak_os_map_aligned(maplen, malign);
-    if (base == NULL) { errno = ENOMEM; return NULL; }
-    if (!_hak_registry_add_huge(base, base, maplen)) {
-        _hak_os_unmap(base, maplen);
+    if (base == NULL || !_hak_registry_add_huge(base, base, maplen)) {
+        if (base) _hak_os_unmap(base, maplen);
+        HAK_STAT_SUB(huge_allocs, 1);
+        HAK_STAT_SUB(huge_live, 1);
         errno = ENOMEM;
         return NULL;
     }
+    HAK_STAT_ADD(huge_mapped, maplen);
+    _hak_stats_note_mapped();
     h = base;                                /* fresh from the kernel: zero already */
     h->magic = HAK_HUGE_MAGIC;
     h->size = size;
@@ -97,6 +109,8 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
         _hak_report_invalid(HAK_ERR_DOUBLE_FREE, p);
         return;
     }
+    HAK_STAT_ADD(huge_frees, 1);
+    HAK_STAT_SUB(huge_live, 1);
     size_t cap = (size_t)_hak_opt.bigcache_mb << 20;
     if (h->maplen > cap / 4) {
         huge_unmap(h);
@@ -156,6 +170,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         size_t tlen = h->maplen - newlen;
         _hak_registry_remove(tail, tlen);
         _hak_os_unmap(tail, tlen);
+        HAK_STAT_SUB(huge_mapped, tlen);
         h->maplen = newlen;
         h->size = size;
         return p;
@@ -180,6 +195,8 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         }
         h = nb;
     }
+    HAK_STAT_ADD(huge_mapped, newlen - h->maplen);
+    _hak_stats_note_mapped();
     h->maplen = newlen;
     h->size = size;
     return (char *)h + h->offset;

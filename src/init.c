@@ -50,6 +50,7 @@ void _hak_init(void) {
         atomic_store_explicit(&_hak_init_state, 1, memory_order_relaxed);
         _hak_options_init();
         _hak_size_class_init();
+        _hak_options_verbose();
         atomic_store_explicit(&_hak_init_state, 2, memory_order_release);
         if (pthread_key_create(&_hak_thread_key, _hak_heap_thread_exit) == 0)
             atomic_store_explicit(&_hak_thread_key_ok, 1, memory_order_release);
@@ -57,9 +58,4 @@ void _hak_init(void) {
         atomic_store_explicit(&_hak_init_state, 3, memory_order_release);
     }
     hak_unlock(&init_lock);
-}
-
-/* Initialise at load time too, so the main thread's first malloc finds it done. */
-__attribute__((constructor)) static void hak_load(void) {
-    _hak_init();
 }

@@ -126,16 +126,33 @@ uint64_t _hak_now_ms(void);
 
 /* ---- options.c ---------------------------------------------------------------------- */
 typedef struct hak_options_s {
-    long purge_delay_ms;      /* free memory older than this is purged */
-    long purge_dontneed;      /* 1: MADV_DONTNEED, 0: MADV_FREE */
-    long dirty_max_mb;        /* purge at once above this much free resident memory */
-    long superslab_retain;    /* empty superslabs kept mapped */
-    long bigcache_mb;         /* bytes of freed huge mappings kept */
-    long tcache_max;          /* ceiling on any class's tcache capacity */
-    long on_error_warn;       /* 1: report misuse and go on; 0: report and abort */
+#define HAK_OPTION(NAME, field, choices, def, lo, hi, when, desc) long field;
+#include "options.def"
+#undef HAK_OPTION
+    char stats_file[256];     /* HAKMEM_STATS_FILE: "" for stderr */
 } hak_options_t;
 extern hak_options_t _hak_opt;
 void _hak_options_init(void);
+void _hak_options_verbose(void);
+
+/* ---- stats.c: counters beyond the per-thread ones ------------------------------------ */
+typedef struct hak_gstats_s {
+    _Atomic uint64_t remote_frees_noheap[HAK_NCLASSES]; /* from threads that never allocated */
+    _Atomic int64_t  spans_live[HAK_NCLASSES];
+    _Atomic uint64_t superslabs_live, superslabs_peak;
+    _Atomic uint64_t ss_mapped, clean_bytes;           /* superslab bytes; free and zero */
+    _Atomic uint64_t purged_total;
+    _Atomic uint64_t huge_allocs, huge_frees, huge_live, huge_mapped, huge_purged;
+    _Atomic uint64_t bigcache_hits, bigcache_misses;
+    _Atomic uint64_t mapped_peak;
+    _Atomic uint64_t threads_total;
+} hak_gstats_t;
+extern hak_gstats_t _hak_gstats;
+#define HAK_STAT_ADD(field, v) atomic_fetch_add_explicit(&_hak_gstats.field, (v), memory_order_relaxed)
+#define HAK_STAT_SUB(field, v) atomic_fetch_sub_explicit(&_hak_gstats.field, (v), memory_order_relaxed)
+void _hak_stats_note_mapped(void);                 /* after mapping more: update the peak */
+void _hak_stats_merge_heap(hak_heap_t *h);         /* a thread exits (heaps lock held) */
+void _hak_heap_foreach(void (*fn)(hak_heap_t *h, void *arg), void *arg);
 
 /* ---- diag.c: reports that never allocate ------------------------------------------- */
 enum { HAK_ERR_INVALID_FREE = 1, HAK_ERR_INVALID_REALLOC, HAK_ERR_INVALID_USABLE,

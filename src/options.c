@@ -1,65 +1,188 @@
-/* options.c — every tunable in one table, read from HAKMEM_* once at initialisation.
+/* options.c — every tunable in one table (options.def), read from HAKMEM_* once at
+ * initialisation, never on a hot path.
  *
  * A bad value gets one warning line naming the variable and what it accepts; the default
- * stays and the program runs on. Nothing here runs on a hot path. */
+ * stays and the program runs on. Programs may set options with hak_option_set: the ones
+ * marked INIT only before hakmem initialises, the others at any time. Nothing here
+ * allocates (it runs inside the first malloc). */
 #include <stdlib.h>
 #include <unistd.h>
 #include "internal.h"
 
+enum { ANY = 0, INIT = 1 };
+
+typedef struct option_s {
+    const char *name;          /* without the HAKMEM_ prefix */
+    const char *choices;       /* "a|b|c" or "" for a number */
+    long def, lo, hi;
+    int when;
+    const char *desc;
+    long *field;
+} option_t;
+
 hak_options_t _hak_opt = {
-#define HAK_OPT_DEFAULT(name, field, def, lo, hi, choices, desc) .field = def,
+#define HAK_OPTION(NAME, field, choices, def, lo, hi, when, desc) .field = def,
 #include "options.def"
-#undef HAK_OPT_DEFAULT
+#undef HAK_OPTION
 };
 
-static void warn_bad(const char *name, const char *value, const char *accepts) {
-    char buf[256];
+static const option_t options[] = {
+#define HAK_OPTION(NAME, field, choices, def, lo, hi, when, desc) \
+    { #NAME, choices, def, lo, hi, when, desc, &_hak_opt.field },
+#include "options.def"
+#undef HAK_OPTION
+};
+#define N_OPTIONS (sizeof options / sizeof *options)
+static const char stats_file_desc[] = "file the exit statistics go to (default: stderr)";
+
+static uint32_t set_by_program;     /* options hak_option_set gave a value: env loses */
+
+static const option_t *find(const char *name) {
+    if (strncmp(name, "HAKMEM_", 7) == 0) name += 7;
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (strcmp(options[i].name, name) == 0) return &options[i];
+    return NULL;
+}
+
+/* "lo..hi" or the choices, into buf, without printf (it may allocate). */
+static const char *accepts(const option_t *o, char *buf, size_t cap) {
+    if (*o->choices) return o->choices;
+    char *p = buf + cap;
+    long nums[2] = { o->lo, o->hi };
+    *--p = 0;
+    for (int k = 1; k >= 0; k--) {
+        long m = nums[k];
+        do { *--p = (char)('0' + m % 10); m /= 10; } while (m);
+        if (k == 1) { *--p = '.'; *--p = '.'; }
+    }
+    return p;
+}
+
+static void warn_bad(const option_t *o, const char *value) {
+    char num[48], buf[320];
+    const char *parts[] = { "hakmem: ignoring HAKMEM_", o->name, "=", value, " (accepts ",
+                            accepts(o, num, sizeof num), "); using the default\n" };
     size_t n = 0;
-    const char *parts[] = { "hakmem: ignoring ", name, "=", value, " (accepts ", accepts,
-                            "); using the default\n" };
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         for (const char *s = parts[i]; *s && n < sizeof buf - 1; s++) buf[n++] = *s;
     if (write(2, buf, n) < 0) { /* nothing to do */ }
 }
 
-/* choices: "" for a number in [lo, hi], else "a|b|..." mapping to 0, 1, ... */
-static void parse_one(const char *name, long *field, long lo, long hi, const char *choices) {
-    const char *v = getenv(name);
-    if (v == NULL || *v == 0) return;
-    if (*choices) {
+/* The value of text v for option o, or false. */
+static bool parse(const option_t *o, const char *v, long *out) {
+    if (*o->choices) {
         long idx = 0;
-        const char *c = choices;
-        while (*c) {
+        for (const char *c = o->choices; *c; idx++) {
             size_t len = strcspn(c, "|");
-            if (strlen(v) == len && strncmp(v, c, len) == 0) { *field = idx; return; }
+            if (strlen(v) == len && strncmp(v, c, len) == 0) { *out = idx; return true; }
             c += len + (c[len] == '|');
-            idx++;
         }
-        warn_bad(name, v, choices);
-        return;
+        return false;
     }
     char *end;
+    int saved = errno;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (errno || *end || x < lo || x > hi) {
-        char acc[64], *p = acc + sizeof acc;
-        /* "lo..hi" without printf (it may allocate) */
-        long nums[2] = { lo, hi };
-        *--p = 0;
-        for (int k = 1; k >= 0; k--) {
-            long m = nums[k];
-            do { *--p = (char)('0' + m % 10); m /= 10; } while (m);
-            if (k == 1) { *--p = '.'; *--p = '.'; }
-        }
-        warn_bad(name, v, p);
-        return;
-    }
-    *field = x;
+    bool ok = errno == 0 && end != v && *end == 0 && x >= o->lo && x <= o->hi;
+    errno = saved;
+    if (ok) *out = x;
+    return ok;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
 }
 
 void _hak_options_init(void) {
-#define HAK_OPT_DEFAULT(name, field, def, lo, hi, choices, desc) \
-    parse_one("HAKMEM_" #name, &_hak_opt.field, lo, hi, choices);
-#include "options.def"
-#undef HAK_OPT_DEFAULT
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const option_t *o = &options[i];
+        char var[64] = "HAKMEM_";
+        copy_str(var + 7, sizeof var - 7, o->name);
+        const char *v = getenv(var);
+        if (v == NULL || *v == 0 || (set_by_program & (1u << i))) continue;
+        long x;
+        if (parse(o, v, &x)) *o->field = x;
+        else warn_bad(o, v);
+    }
+    const char *f = getenv("HAKMEM_STATS_FILE");
+    if (f != NULL && _hak_opt.stats_file[0] == 0) copy_str(_hak_opt.stats_file, sizeof _hak_opt.stats_file, f);
+}
+
+HAK_EXPORT int hak_option_set(const char *name, const char *value) {
+    if (name == NULL || value == NULL) { errno = EINVAL; return -1; }
+    if (strcmp(name, "STATS_FILE") == 0 || strcmp(name, "HAKMEM_STATS_FILE") == 0) {
+        copy_str(_hak_opt.stats_file, sizeof _hak_opt.stats_file, value);
+        return 0;
+    }
+    const option_t *o = find(name);
+    if (o == NULL) { errno = EINVAL; return -1; }
+    if (o->when == INIT && atomic_load_explicit(&_hak_init_state, memory_order_acquire) != 0) {
+        errno = EBUSY;
+        return -1;
+    }
+    long x;
+    if (!parse(o, value, &x)) { errno = EINVAL; return -1; }
+    *o->field = x;
+    set_by_program |= 1u << (o - options);
+    if (o->field == &_hak_opt.tcache_max && atomic_load(&_hak_init_state) >= 2)
+        _hak_size_class_init();             /* new depths for heaps made from now on */
+    return 0;
+}
+
+HAK_EXPORT long hak_option_get(const char *name) {
+    const option_t *o = name ? find(name) : NULL;
+    if (o == NULL) { errno = EINVAL; return -1; }
+    return *o->field;
+}
+
+/* The word for a choice value, or the number. */
+static const char *value_text(const option_t *o, long v, char *buf, size_t cap) {
+    if (*o->choices) {
+        const char *c = o->choices;
+        for (long i = 0; i < v && *c; i++) c += strcspn(c, "|") + (c[strcspn(c, "|")] == '|');
+        size_t len = strcspn(c, "|");
+        if (len >= cap) len = cap - 1;
+        memcpy(buf, c, len);
+        buf[len] = 0;
+        return buf;
+    }
+    char *p = buf + cap;
+    long m = v < 0 ? -v : v;
+    *--p = 0;
+    do { *--p = (char)('0' + m % 10); m /= 10; } while (m);
+    if (v < 0) *--p = '-';
+    return p;
+}
+
+HAK_EXPORT void hak_options_print(FILE *out) {
+    char a[48], b[48], c[48];
+    fprintf(out, "%-26s %-10s %-10s %-22s %s\n", "option", "value", "default", "accepts", "description");
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const option_t *o = &options[i];
+        char var[64];
+        snprintf(var, sizeof var, "HAKMEM_%s", o->name);
+        fprintf(out, "%-26s %-10s %-10s %-22s %s%s\n", var, value_text(o, *o->field, a, sizeof a),
+                value_text(o, o->def, b, sizeof b), accepts(o, c, sizeof c), o->desc,
+                o->when == INIT ? " (read at start-up)" : "");
+    }
+    fprintf(out, "%-26s %-10s %-10s %-22s %s\n", "HAKMEM_STATS_FILE",
+            _hak_opt.stats_file[0] ? _hak_opt.stats_file : "-", "-", "a file path", stats_file_desc);
+}
+
+/* HAKMEM_VERBOSE=1: the table on stderr at start-up, written without stdio. */
+void _hak_options_verbose(void) {
+    if (!_hak_opt.verbose) return;
+    char line[512], a[48];
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const option_t *o = &options[i];
+        const char *parts[] = { "hakmem: option HAKMEM_", o->name, " = ",
+                                value_text(o, *o->field, a, sizeof a), "\n" };
+        size_t n = 0;
+        for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+            for (const char *s = parts[k]; *s && n < sizeof line - 1; s++) line[n++] = *s;
+        if (write(2, line, n) < 0) return;
+    }
 }

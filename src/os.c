@@ -10,6 +10,13 @@
 
 static _Atomic uintptr_t next_hint;   /* where the next aligned mapping probably fits */
 
+/* HAKMEM_THP: leave the system's choice, or ask for or against huge pages. */
+static void *thp_advise(void *p, size_t size) {
+    if (_hak_opt.thp == 1) madvise(p, size, MADV_NOHUGEPAGE);
+    else if (_hak_opt.thp == 2) madvise(p, size, MADV_HUGEPAGE);
+    return p;
+}
+
 static void *map_at(void *hint, size_t size) {
     void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -22,7 +29,7 @@ void *_hak_os_map_aligned(size_t size, size_t align) {
         void *p = map_at((void *)(hint - size), size);
         if (p != NULL && ((uintptr_t)p & (align - 1)) == 0) {
             relaxed_store(&next_hint, (uintptr_t)p);
-            return p;
+            return thp_advise(p, size);
         }
         if (p != NULL) munmap(p, size);
     }
@@ -34,7 +41,7 @@ void *_hak_os_map_aligned(size_t size, size_t align) {
     size_t tail = (size_t)(raw + size + align - (p + size));
     if (tail) munmap(p + size, tail);
     relaxed_store(&next_hint, (uintptr_t)p);
-    return p;
+    return thp_advise(p, size);
 }
 
 void _hak_os_unmap(void *p, size_t size) {

@@ -3,6 +3,7 @@
  * libstdc++ call malloc, free and aligned_alloc, and so reach hakmem through these. Left
  * out of the sanitizer and API-only builds (HAKMEM_NO_OVERRIDE). */
 #ifndef HAKMEM_NO_OVERRIDE
+#include <malloc.h>
 #include "internal.h"
 
 /* The aliases need not repeat the targets' attributes. */
@@ -24,5 +25,9 @@ size_t malloc_usable_size(void *p) HAK_ALIAS(hak_usable_size);
 void free_sized(void *p, size_t size) HAK_ALIAS(hak_free_sized);
 void free_aligned_sized(void *p, size_t align, size_t size) HAK_ALIAS(hak_free_aligned_sized);
 int malloc_trim(size_t pad) HAK_ALIAS(hak_trim);
+struct mallinfo2 mallinfo2(void) HAK_ALIAS(_hak_mallinfo2);
+struct mallinfo mallinfo(void) HAK_ALIAS(_hak_mallinfo);
+void malloc_stats(void) HAK_ALIAS(_hak_malloc_stats);
+int malloc_info(int options, FILE *fp) HAK_ALIAS(_hak_malloc_info);
 void cfree(void *p) HAK_ALIAS(hak_free);
 #endif

@@ -80,6 +80,9 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
 }
 
 void _hak_span_free_remote(hak_span_t *s, void *p) {
+    hak_heap_t *me = _hak_thread_heap;
+    if (me != &_hak_empty_heap) me->st.remote_frees[s->cls]++;
+    else atomic_fetch_add_explicit(&_hak_gstats.remote_frees_noheap[s->cls], 1, memory_order_relaxed);
     uintptr_t old = relaxed_load(&s->remote), nv;
     do {
         *(void **)p = (void *)(old & ~(uintptr_t)HAK_RS_MASK);

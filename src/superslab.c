@@ -36,6 +36,11 @@ static hak_superslab_t *ss_map(void) {
     void *m = _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
     if (m == NULL) return NULL;
     hak_superslab_t *ss = m;                /* fresh pages read as zero */
+    uint64_t live = HAK_STAT_ADD(superslabs_live, 1) + 1;
+    if (live > relaxed_load(&_hak_gstats.superslabs_peak)) relaxed_store(&_hak_gstats.superslabs_peak, live);
+    HAK_STAT_ADD(ss_mapped, HAK_SS_SIZE);
+    HAK_STAT_ADD(clean_bytes, (HAK_UNITS - 1) * HAK_UNIT_SIZE);
+    _hak_stats_note_mapped();
     ss->magic = HAK_SS_MAGIC;
     ss->free_mask = HAK_UNITS_ALL;
     _hak_registry_add_superslab(ss);
@@ -44,6 +49,9 @@ static hak_superslab_t *ss_map(void) {
 
 static void ss_unmap(hak_superslab_t *ss) {
     dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
+    HAK_STAT_SUB(superslabs_live, 1);
+    HAK_STAT_SUB(ss_mapped, HAK_SS_SIZE);
+    HAK_STAT_SUB(clean_bytes, (uint64_t)__builtin_popcount(ss->free_mask & ~ss->dirty_mask) * HAK_UNIT_SIZE);
     ss->magic = 0;
     _hak_registry_remove(ss, HAK_SS_SIZE);
     _hak_os_unmap(ss, HAK_SS_SIZE);
@@ -70,6 +78,8 @@ static size_t purge_ss(hak_superslab_t *ss) {
     }
     dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
     ss->dirty_mask = 0;
+    HAK_STAT_ADD(purged_total, bytes);
+    HAK_STAT_ADD(clean_bytes, bytes);
     return bytes;
 }
 
@@ -127,6 +137,8 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
     ss->free_mask &= ~m;
     uint32_t dirty = ss->dirty_mask & m;
     dirty_bytes -= (size_t)__builtin_popcount(dirty) * HAK_UNIT_SIZE;
+    HAK_STAT_SUB(clean_bytes, (uint64_t)__builtin_popcount(m & ~dirty) * HAK_UNIT_SIZE);
+    HAK_STAT_ADD(spans_live[cls], 1);
     ss->dirty_mask &= ~m;
     if (ss->free_mask == 0) ss_remove(&ss_partial, ss), ss->list = SSL_FULL;
     uint16_t tc_off = (uint16_t)offsetof(hak_heap_t, tc[cls]);
@@ -163,6 +175,7 @@ void _hak_pool_release(hak_span_t *s) {
     uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_POOL;
+    HAK_STAT_SUB(spans_live[s->cls], 1);
     hak_lock(&pool_lock);
     if (ss->dirty_mask == 0) ss->dirty_since = _hak_now_ms();
     ss->free_mask |= m;

@@ -117,7 +117,15 @@ typedef struct hak_tcache_s {
     void    *head;                 /* free blocks of this class, LIFO */
     uint32_t room;                 /* frees left before a flush: cap + 1 - count */
     uint32_t cap;                  /* blocks kept at most */
+    uint64_t nalloc, nfree;        /* statistics: blocks handed out and freed here */
 } hak_tcache_t;
+
+/* A heap's slow-path counters (the fast-path ones live in the tcaches). */
+typedef struct hak_heap_stats_s {
+    uint64_t refills[HAK_NCLASSES];
+    uint64_t flushes[HAK_NCLASSES];
+    uint64_t remote_frees[HAK_NCLASSES];
+} hak_heap_stats_t;
 
 typedef struct hak_bin_s {
     hak_span_t *cur;               /* span being filled from */
@@ -133,6 +141,7 @@ struct hak_heap_s {
     hak_heap_t *next_all;                      /* every heap ever made */
     hak_heap_t *next_free;                     /* recycled heaps */
     hak_bin_t bins[HAK_NCLASSES];
+    hak_heap_stats_t st;
 };
 
 #endif /* HAKMEM_TYPES_H */

@@ -1,0 +1,210 @@
+/* stats.c — statistics: per-thread counters merged on demand, the pool's and huge tier's
+ * global counters, and glibc's introspection calls (malloc_stats, mallinfo2, malloc_info)
+ * answered from them.
+ *
+ * The fast paths count with plain additions into the thread's own tcache (nalloc, nfree);
+ * slow paths count refills, flushes and remote frees in the heap, and spans, superslabs
+ * and mapped bytes in atomics next to the locks they already hold. Nothing is summed until
+ * someone asks: hak_stats_get walks the live heaps and adds what exited threads left. */
+#include <fcntl.h>
+#include <malloc.h>
+#include <unistd.h>
+#include "internal.h"
+
+hak_gstats_t _hak_gstats;
+
+static struct {                       /* what exited threads counted (heaps lock) */
+    uint64_t nalloc[HAK_NCLASSES], nfree[HAK_NCLASSES];
+    hak_heap_stats_t st;
+} merged;
+
+void _hak_stats_merge_heap(hak_heap_t *h) {
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        merged.nalloc[c] += h->tc[c].nalloc;
+        merged.nfree[c] += h->tc[c].nfree;
+        merged.st.refills[c] += h->st.refills[c];
+        merged.st.flushes[c] += h->st.flushes[c];
+        merged.st.remote_frees[c] += h->st.remote_frees[c];
+        h->tc[c].nalloc = h->tc[c].nfree = 0;
+    }
+    memset(&h->st, 0, sizeof h->st);
+}
+
+void _hak_stats_note_mapped(void) {
+    uint64_t now = relaxed_load(&_hak_gstats.ss_mapped) + relaxed_load(&_hak_gstats.huge_mapped);
+    uint64_t peak = relaxed_load(&_hak_gstats.mapped_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&_hak_gstats.mapped_peak, &peak, now)) {}
+}
+
+/* Reads of other threads' counters are relaxed loads: a snapshot, exact once they stop. */
+static void add_heap(hak_heap_t *h, void *arg) {
+    hak_stats_t *out = arg;
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        out->cls[c].allocs += __atomic_load_n(&h->tc[c].nalloc, __ATOMIC_RELAXED);
+        out->cls[c].frees += __atomic_load_n(&h->tc[c].nfree, __ATOMIC_RELAXED);
+        out->cls[c].refills += __atomic_load_n(&h->st.refills[c], __ATOMIC_RELAXED);
+        out->cls[c].flushes += __atomic_load_n(&h->st.flushes[c], __ATOMIC_RELAXED);
+        uint64_t r = __atomic_load_n(&h->st.remote_frees[c], __ATOMIC_RELAXED);
+        out->cls[c].remote_frees += r;
+        out->cls[c].frees += r;
+    }
+    out->threads_live++;
+}
+
+static size_t read_number_after(const char *path, const char *key) {
+    char buf[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *p = key ? strstr(buf, key) : buf;
+    if (p == NULL) return 0;
+    if (key) p += strlen(key);
+    else while (*p && *p != ' ') p++;      /* statm: skip the first field */
+    while (*p == ' ' || *p == '\t') p++;
+    size_t v = 0;
+    while (*p >= '0' && *p <= '9') v = v * 10 + (size_t)(*p++ - '0');
+    return v;
+}
+
+HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
+    memset(out, 0, sizeof *out);
+    _hak_heap_foreach(add_heap, out);
+    _hak_heap_lock_all();                  /* `merged` is written under the heaps lock */
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_class_stats_t *k = &out->cls[c];
+        k->block_size = _hak_class_size[c];
+        k->allocs += merged.nalloc[c];
+        k->frees += merged.nfree[c] + merged.st.remote_frees[c];
+        k->refills += merged.st.refills[c];
+        k->flushes += merged.st.flushes[c];
+        uint64_t noheap = relaxed_load(&_hak_gstats.remote_frees_noheap[c]);
+        k->remote_frees += merged.st.remote_frees[c] + noheap;
+        k->frees += noheap;
+        int64_t spans = relaxed_load(&_hak_gstats.spans_live[c]);
+        k->spans_live = spans > 0 ? (unsigned long long)spans : 0;
+    }
+    _hak_heap_unlock_all();
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        uint32_t bs = _hak_class_size[c];
+        unsigned long long *a = bs <= HAK_TINY_MAX ? &out->tiny_allocs : bs <= HAK_MID_MAX ? &out->mid_allocs : &out->large_allocs;
+        unsigned long long *f = bs <= HAK_TINY_MAX ? &out->tiny_frees : bs <= HAK_MID_MAX ? &out->mid_frees : &out->large_frees;
+        *a += out->cls[c].allocs;
+        *f += out->cls[c].frees;
+    }
+    out->huge_allocs = relaxed_load(&_hak_gstats.huge_allocs);
+    out->huge_frees = relaxed_load(&_hak_gstats.huge_frees);
+    out->huge_live = relaxed_load(&_hak_gstats.huge_live);
+    out->bigcache_hits = relaxed_load(&_hak_gstats.bigcache_hits);
+    out->bigcache_misses = relaxed_load(&_hak_gstats.bigcache_misses);
+    out->superslabs_live = relaxed_load(&_hak_gstats.superslabs_live);
+    out->superslabs_peak = relaxed_load(&_hak_gstats.superslabs_peak);
+    uint64_t ss = relaxed_load(&_hak_gstats.ss_mapped), hm = relaxed_load(&_hak_gstats.huge_mapped);
+    out->mapped = ss + hm;
+    out->mapped_peak = relaxed_load(&_hak_gstats.mapped_peak);
+    if (out->mapped_peak < out->mapped) out->mapped_peak = out->mapped;
+    uint64_t clean = relaxed_load(&_hak_gstats.clean_bytes) + relaxed_load(&_hak_gstats.huge_purged);
+    out->committed = out->mapped > clean ? out->mapped - clean : 0;
+    out->purged = relaxed_load(&_hak_gstats.purged_total);
+    out->resident = read_number_after("/proc/self/statm", NULL) * (size_t)sysconf(_SC_PAGESIZE);
+    out->resident_peak = read_number_after("/proc/self/status", "VmHWM:") * 1024;
+    out->threads_total = relaxed_load(&_hak_gstats.threads_total);
+}
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+HAK_EXPORT void hak_stats_print(FILE *out) {
+    hak_stats_t st;
+    hak_stats_get(&st);
+    fprintf(out, "hakmem statistics (pid %d)\n", (int)getpid());
+    fprintf(out, "%5s %9s %12s %12s %10s %10s %10s %10s %6s\n", "class", "size", "allocs", "frees",
+            "live", "refills", "flushes", "remote", "spans");
+    for (size_t c = 0; c < HAK_STATS_CLASSES; c++) {
+        hak_class_stats_t *k = &st.cls[c];
+        if (k->allocs == 0 && k->frees == 0 && k->spans_live == 0) continue;
+        fprintf(out, "%5zu %9zu %12llu %12llu %10lld %10llu %10llu %10llu %6llu\n", c, k->block_size,
+                k->allocs, k->frees, (long long)(k->allocs - k->frees), k->refills, k->flushes,
+                k->remote_frees, k->spans_live);
+    }
+    fprintf(out, "%-6s %12s %12s %12s\n", "tier", "allocs", "frees", "live");
+    fprintf(out, "%-6s %12llu %12llu %12lld\n", "tiny", st.tiny_allocs, st.tiny_frees, (long long)(st.tiny_allocs - st.tiny_frees));
+    fprintf(out, "%-6s %12llu %12llu %12lld\n", "mid", st.mid_allocs, st.mid_frees, (long long)(st.mid_allocs - st.mid_frees));
+    fprintf(out, "%-6s %12llu %12llu %12lld\n", "large", st.large_allocs, st.large_frees, (long long)(st.large_allocs - st.large_frees));
+    fprintf(out, "%-6s %12llu %12llu %12lld\n", "huge", st.huge_allocs, st.huge_frees, (long long)(st.huge_allocs - st.huge_frees));
+    fprintf(out, "memory: mapped %.1f MiB (peak %.1f), committed %.1f MiB, resident %.1f MiB (peak %.1f), purged %.1f MiB in all\n",
+            mib(st.mapped), mib(st.mapped_peak), mib(st.committed), mib(st.resident), mib(st.resident_peak), mib(st.purged));
+    fprintf(out, "superslabs: %llu live (peak %llu); huge blocks: %llu live, BigCache %llu hits, %llu misses\n",
+            st.superslabs_live, st.superslabs_peak, st.huge_live, st.bigcache_hits, st.bigcache_misses);
+    fprintf(out, "threads: %llu live, %llu started\n", st.threads_live, st.threads_total);
+}
+
+/* HAKMEM_STATS=1: the table at exit. A destructor rather than atexit, so it also runs when
+ * hakmem is preloaded into a program that never calls exit handlers of its own. */
+__attribute__((destructor)) static void stats_at_exit(void) {
+    if (!_hak_opt.stats || atomic_load(&_hak_init_state) < 2) return;
+    FILE *f = _hak_opt.stats_file[0] ? fopen(_hak_opt.stats_file, "a") : stderr;
+    if (f == NULL) f = stderr;
+    hak_stats_print(f);
+    if (f != stderr) fclose(f); else fflush(f);
+}
+
+/* ---- glibc's introspection calls ----------------------------------------------------- */
+
+static size_t bytes_in_use(const hak_stats_t *st) {
+    size_t b = 0;
+    for (size_t c = 0; c < HAK_NCLASSES; c++)
+        if (st->cls[c].allocs > st->cls[c].frees)
+            b += (size_t)(st->cls[c].allocs - st->cls[c].frees) * st->cls[c].block_size;
+    return b;
+}
+
+struct mallinfo2 _hak_mallinfo2(void) {
+    hak_stats_t st;
+    hak_stats_get(&st);
+    struct mallinfo2 mi;
+    memset(&mi, 0, sizeof mi);
+    size_t ss = relaxed_load(&_hak_gstats.ss_mapped), hm = relaxed_load(&_hak_gstats.huge_mapped);
+    size_t used = bytes_in_use(&st);
+    mi.arena = ss;                           /* superslab memory */
+    mi.hblks = st.huge_live;                 /* huge blocks, each a mapping of its own */
+    mi.hblkhd = hm;
+    mi.usmblks = st.mapped_peak;
+    mi.uordblks = used;
+    mi.fordblks = ss > used ? ss - used : 0;
+    mi.keepcost = relaxed_load(&_hak_gstats.clean_bytes);
+    return mi;
+}
+
+struct mallinfo _hak_mallinfo(void) {        /* the old int-sized form, saturated */
+    struct mallinfo2 m2 = _hak_mallinfo2();
+    struct mallinfo m;
+#define SAT(x) ((x) > (size_t)__INT_MAX__ ? __INT_MAX__ : (int)(x))
+    m.arena = SAT(m2.arena); m.ordblks = SAT(m2.ordblks); m.smblks = SAT(m2.smblks);
+    m.hblks = SAT(m2.hblks); m.hblkhd = SAT(m2.hblkhd); m.usmblks = SAT(m2.usmblks);
+    m.fsmblks = SAT(m2.fsmblks); m.uordblks = SAT(m2.uordblks); m.fordblks = SAT(m2.fordblks);
+    m.keepcost = SAT(m2.keepcost);
+#undef SAT
+    return m;
+}
+
+void _hak_malloc_stats(void) { hak_stats_print(stderr); }
+
+int _hak_malloc_info(int options, FILE *fp) {
+    if (options != 0 || fp == NULL) { errno = EINVAL; return -1; }
+    hak_stats_t st;
+    hak_stats_get(&st);
+    fprintf(fp, "<malloc version=\"hakmem-%s\">\n", HAKMEM_VERSION);
+    for (size_t c = 0; c < HAK_STATS_CLASSES; c++) {
+        hak_class_stats_t *k = &st.cls[c];
+        if (k->allocs == 0) continue;
+        fprintf(fp, "<size class=\"%zu\" block=\"%zu\" allocs=\"%llu\" frees=\"%llu\" spans=\"%llu\"/>\n",
+                c, k->block_size, k->allocs, k->frees, k->spans_live);
+    }
+    fprintf(fp, "<total type=\"mapped\" size=\"%zu\"/>\n<total type=\"committed\" size=\"%zu\"/>\n"
+                "<total type=\"resident\" size=\"%zu\"/>\n<total type=\"purged\" size=\"%zu\"/>\n"
+                "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n</malloc>\n",
+            st.mapped, st.committed, st.resident, st.purged, st.mapped, st.mapped_peak);
+    return 0;
+}
