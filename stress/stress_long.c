@@ -140,7 +140,35 @@ static inline unsigned char pat_byte(uint64_t tag, size_t i)
     return (unsigned char)(pat_word(tag, i >> 3) >> ((i & 7) * 8));
 }
 
-static void pat_fill(unsigned char *p, uint64_t tag, size_t from, size_t to)
+/* Under a sanitizer the full-block loops below run uninstrumented (they would otherwise
+ * take nearly all the time), and pat_touch() makes an instrumented access every
+ * PAT_TOUCH_STRIDE bytes plus the first and last word, which is what a race or an access
+ * to unmapped memory needs to be seen. Every byte is still checked. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define PAT_LOOP __attribute__((noinline, no_sanitize_address, no_sanitize("thread")))
+#define PAT_SANITIZED 1
+#else
+#define PAT_LOOP
+#define PAT_SANITIZED 0
+#endif
+#define PAT_TOUCH_STRIDE 256
+
+static void pat_touch(unsigned char *p, size_t from, size_t to, int write)
+{
+    if (!PAT_SANITIZED || from >= to)
+        return;
+    volatile unsigned char *v = p;
+    for (size_t i = from; i < to; i += PAT_TOUCH_STRIDE) {
+        unsigned char x = v[i];
+        if (write)
+            v[i] = x;
+    }
+    unsigned char x = v[to - 1];
+    if (write)
+        v[to - 1] = x;
+}
+
+PAT_LOOP static void pat_fill_raw(unsigned char *p, uint64_t tag, size_t from, size_t to)
 {
     size_t i = from;
     for (; i < to && (i & 7); i++)
@@ -153,29 +181,57 @@ static void pat_fill(unsigned char *p, uint64_t tag, size_t from, size_t to)
         p[i] = pat_byte(tag, i);
 }
 
-static void pat_check(const struct blk *b, size_t from, size_t to, const char *when,
-                      struct counters *c)
+/* Returns the first offset in [from, to) that does not hold the pattern, or to. */
+PAT_LOOP static size_t pat_find_bad(const unsigned char *p, uint64_t tag, size_t from,
+                                    size_t to)
 {
-    const unsigned char *p = b->p;
     size_t i = from;
     for (; i < to && (i & 7); i++)
-        if (p[i] != pat_byte(b->tag, i))
-            goto bad;
+        if (p[i] != pat_byte(tag, i))
+            return i;
     for (; i + 8 <= to; i += 8) {
         uint64_t w;
         memcpy(&w, p + i, 8);
-        if (w != pat_word(b->tag, i >> 3))
+        if (w != pat_word(tag, i >> 3))
             break;
     }
     for (; i < to; i++)
-        if (p[i] != pat_byte(b->tag, i))
-            goto bad;
+        if (p[i] != pat_byte(tag, i))
+            return i;
+    return to;
+}
+
+PAT_LOOP static size_t zero_find_bad(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (w)
+            break;
+    }
+    for (; i < n; i++)
+        if (p[i])
+            return i;
+    return n;
+}
+
+static void pat_fill(unsigned char *p, uint64_t tag, size_t from, size_t to)
+{
+    pat_touch(p, from, to, 1);
+    pat_fill_raw(p, tag, from, to);
+}
+
+static void pat_check(const struct blk *b, size_t from, size_t to, const char *when,
+                      struct counters *c)
+{
+    pat_touch(b->p, from, to, 0);
+    size_t i = pat_find_bad(b->p, b->tag, from, to);
+    if (i != to)
+        fail("%s: block %p (size %zu, tag %016llx) corrupted at offset %zu: expected 0x%02x,"
+             " found 0x%02x", when, (void *)b->p, b->size, (unsigned long long)b->tag, i,
+             pat_byte(b->tag, i), b->p[i]);
     c->bytes_verified += to - from;
-    return;
-bad:
-    fail("%s: block %p (size %zu, tag %016llx) corrupted at offset %zu: expected 0x%02x,"
-         " found 0x%02x", when, (void *)p, b->size, (unsigned long long)b->tag, i,
-         pat_byte(b->tag, i), p[i]);
 }
 
 static uint64_t xfer_check(const struct blk *b)
@@ -228,11 +284,13 @@ static void alloc_new(struct blk *b, uint64_t *s, struct counters *c)
         size_t n = 1 + rnd(s) % 8;
         b->size = size / n * n;
         b->p = S_CALLOC(n, size / n);
-        if (b->p)
-            for (size_t i = 0; i < b->size; i++)
-                if (b->p[i])
-                    fail("calloc(%zu, %zu) = %p: byte %zu is 0x%02x, not zero", n, size / n,
-                         (void *)b->p, i, b->p[i]);
+        if (b->p) {
+            pat_touch(b->p, 0, b->size, 0);
+            size_t i = zero_find_bad(b->p, b->size);
+            if (i != b->size)
+                fail("calloc(%zu, %zu) = %p: byte %zu is 0x%02x, not zero", n, size / n,
+                     (void *)b->p, i, b->p[i]);
+        }
     } else if (fn < 95) {
         /* Mostly modest alignments, sometimes up to 2 MiB. */
         unsigned lg = (unsigned)(rnd(s) % 100) < 90 ? 3 + rnd(s) % 10 : 13 + rnd(s) % 9;
