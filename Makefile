@@ -13,7 +13,7 @@ BUILD   ?= build
 OPT     ?= -O2
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
               -fPIC -fvisibility=hidden -ftls-model=initial-exec \
-              -fno-semantic-interposition -fno-plt -Iinclude -Isrc
+              -fno-semantic-interposition -fno-plt -fno-tree-slp-vectorize -Iinclude -Isrc
 RELEASE_FLAGS = $(OPT) -DNDEBUG -fno-stack-protector -fomit-frame-pointer
 DEBUG_FLAGS   = -O1 -g -DHAKMEM_DEBUG=2
 LDLIBS_LIB    = -lpthread

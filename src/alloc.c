@@ -12,6 +12,7 @@ FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc) {
     void *b = tc->head;
     if (likely(b != NULL)) {
         tc->head = *(void **)b;
+        ((void **)b)[1] = NULL;                /* the double-free key (see hak_free) */
         tc->room++;
         tc->nalloc++;
         return b;
@@ -41,6 +42,16 @@ static hak_huge_t *huge_of(const void *p) {
     return h;
 }
 
+/* Not the start of a block: inside one (interior), or in a unit that holds none. */
+static SLOW_PATH void report_bad_block(const char *func, const void *p) {
+    hak_superslab_t *ss = hak_ss_of(p);
+    hak_unit_t *u = hak_unit_of(ss, p);
+    if (u->div_magic == 0) _hak_report(func, HAK_ERR_FOREIGN, p, 0);
+    else _hak_report(func, HAK_ERR_INTERIOR, p, _hak_class_size[u->cls]);
+}
+
+static SLOW_PATH void free_invalid(void *p) { report_bad_block("free", p); }
+
 static SLOW_PATH void free_slow(void *p) {
     if (p == NULL) return;
     hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
@@ -48,21 +59,47 @@ static SLOW_PATH void free_slow(void *p) {
         _hak_huge_free(h, p);                  /* checks the pointer itself */
         return;
     }
-    _hak_report_invalid(HAK_ERR_INVALID_FREE, p);
+    _hak_report("free", HAK_ERR_FOREIGN, p, 0);
 }
 
+/* Is p the start of a block of this unit's span? One multiplication tells whether the
+ * offset is a multiple of the block size (Lemire's divisibility test); a unit with no span
+ * has div_magic 0 and fails it. */
+FAST_PATH bool block_start(const hak_unit_t *u, const void *p) {
+    uint32_t off = ((uint32_t)(uintptr_t)p & (uint32_t)(HAK_UNIT_SIZE - 1)) + u->span_off;
+    return (uint64_t)off * u->div_magic < u->div_magic && off < u->end_off;
+}
+
+FAST_PATH void tc_push(hak_heap_t *h, hak_tcache_t *tc, void *p) {
+    ((void **)p)[0] = tc->head;
+    ((void **)p)[1] = tc;
+    tc->head = p;
+    tc->nfree++;
+    if (likely(--tc->room != 0)) return;
+    _hak_heap_flush(h, tc, tc->cap / 2);
+}
+
+/* The block carries the key: a double free, or user data that happens to match. */
+static SLOW_PATH void free_suspect(hak_heap_t *h, hak_tcache_t *tc, void *p) {
+    if (_hak_heap_is_cached(h, tc, p)) {
+        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, hak_span_of(hak_ss_of(p), p)->bsize);
+        return;
+    }
+    tc_push(h, tc, p);
+}
+
+/* A block in the thread's cache carries the cache's address in its second word: a free
+ * that finds it there may be a double free, which free_suspect settles. */
 HAK_EXPORT void hak_free(void *p) {
     if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
         hak_superslab_t *ss = hak_ss_of(p);
         hak_unit_t *u = hak_unit_of(ss, p);
+        if (unlikely(!block_start(u, p))) { free_invalid(p); return; }
         hak_heap_t *h = _hak_thread_heap;
         if (likely(relaxed_load(&u->owner) == h)) {
             hak_tcache_t *tc = (hak_tcache_t *)((char *)h + u->tc_off);
-            *(void **)p = tc->head;
-            tc->head = p;
-            tc->nfree++;
-            if (likely(--tc->room != 0)) return;
-            _hak_heap_flush(h, tc, tc->cap / 2);
+            if (unlikely(((void **)p)[1] == tc)) { free_suspect(h, tc, p); return; }
+            tc_push(h, tc, p);
             return;
         }
         _hak_span_free_remote(&ss->spans[u->span], p);
@@ -82,7 +119,7 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
         tc->head = *(void **)b;
         tc->room++;
         tc->nalloc++;
-        return memset(b, 0, total);
+        return memset(b, 0, total > 16 ? total : 16);
     }
     b = _hak_heap_refill(h, (size_t)(tc - h->tc));
     if (b != NULL && !_hak_thread_heap->refill_zero) memset(b, 0, total);
@@ -90,12 +127,16 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
 }
 
 HAK_EXPORT size_t hak_usable_size(const void *p) {
-    if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS))
-        return hak_span_of(hak_ss_of(p), p)->bsize;
+    if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
+        hak_superslab_t *ss = hak_ss_of(p);
+        if (likely(block_start(hak_unit_of(ss, p), p))) return hak_span_of(ss, p)->bsize;
+        report_bad_block("malloc_usable_size", p);
+        return 0;
+    }
     if (p == NULL) return 0;
     hak_huge_t *h = huge_of(p);
     if (h != NULL) return _hak_huge_usable(h);
-    _hak_report_invalid(HAK_ERR_INVALID_USABLE, p);
+    _hak_report("malloc_usable_size", HAK_ERR_FOREIGN, p, 0);
     return 0;
 }
 
@@ -103,7 +144,13 @@ HAK_EXPORT void *hak_realloc(void *p, size_t n) {
     if (p == NULL) return hak_malloc(n);
     if (n == 0) { hak_free(p); return NULL; }        /* glibc's behaviour */
     if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
-        size_t old = hak_span_of(hak_ss_of(p), p)->bsize;
+        hak_superslab_t *ss = hak_ss_of(p);
+        if (unlikely(!block_start(hak_unit_of(ss, p), p))) {
+            report_bad_block("realloc", p);
+            errno = EINVAL;
+            return NULL;
+        }
+        size_t old = hak_span_of(ss, p)->bsize;
         if (n <= old && (n > old / 2 || old <= 64)) return p;   /* not worth a move */
         void *q = hak_malloc(n);
         if (q == NULL) return NULL;
@@ -113,7 +160,7 @@ HAK_EXPORT void *hak_realloc(void *p, size_t n) {
     }
     hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
     if (h != NULL) return _hak_huge_realloc(h, p, n);
-    _hak_report_invalid(HAK_ERR_INVALID_REALLOC, p);
+    _hak_report("realloc", HAK_ERR_FOREIGN, p, 0);
     errno = EINVAL;
     return NULL;
 }

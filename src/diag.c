@@ -21,11 +21,19 @@ static size_t put_hex(char *buf, size_t n, size_t cap, uintptr_t v) {
     return n;
 }
 
+static size_t put_dec(char *buf, size_t n, size_t cap, size_t v) {
+    char tmp[24];
+    int k = 0;
+    do { tmp[k++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (k > 0 && n < cap) buf[n++] = tmp[--k];
+    return n;
+}
+
 static void emit(const char *what, const void *p) {
     char buf[160];
     size_t n = put_str(buf, 0, sizeof buf - 1, "hakmem: ");
     n = put_str(buf, n, sizeof buf - 1, what);
-    if (p != NULL || what[0] != 0) {
+    if (p != NULL) {
         n = put_str(buf, n, sizeof buf - 1, " ");
         n = put_hex(buf, n, sizeof buf - 1, (uintptr_t)p);
     }
@@ -33,14 +41,32 @@ static void emit(const char *what, const void *p) {
     if (write(2, buf, n) < 0) { /* nothing more we can do */ }
 }
 
-void _hak_report_invalid(int kind, const void *p) {
+static const char *const problems[] = {
+    [HAK_ERR_FOREIGN] = "pointer was not allocated by hakmem",
+    [HAK_ERR_INTERIOR] = "pointer is inside a block, not at its start",
+    [HAK_ERR_DOUBLE_FREE] = "double free",
+    [HAK_ERR_OVERRUN] = "write past the end of the block (canary damaged)",
+    [HAK_ERR_USE_AFTER_FREE] = "write to freed memory (fill pattern damaged)",
+};
+
+SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t size) {
     if (in_report) return;
     in_report = 1;
-    const char *what = kind == HAK_ERR_DOUBLE_FREE   ? "double free of"
-                     : kind == HAK_ERR_INVALID_REALLOC ? "realloc of a pointer it did not allocate:"
-                     : kind == HAK_ERR_INVALID_USABLE  ? "malloc_usable_size of a pointer it did not allocate:"
-                     : "free of a pointer it did not allocate:";
-    emit(what, p);
+    char buf[256];
+    size_t cap = sizeof buf - 1;
+    size_t n = put_str(buf, 0, cap, "hakmem: ");
+    n = put_str(buf, n, cap, func);
+    n = put_str(buf, n, cap, "(");
+    n = put_hex(buf, n, cap, (uintptr_t)p);
+    n = put_str(buf, n, cap, "): ");
+    n = put_str(buf, n, cap, problems[problem]);
+    if (size) {
+        n = put_str(buf, n, cap, " (block of ");
+        n = put_dec(buf, n, cap, size);
+        n = put_str(buf, n, cap, " bytes)");
+    }
+    n = put_str(buf, n, cap, _hak_opt.on_error_warn ? "; ignored\n" : "; aborting\n");
+    if (write(2, buf, n) < 0) { /* nothing more we can do */ }
     in_report = 0;
     if (!_hak_opt.on_error_warn) abort();
 }

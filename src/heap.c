@@ -205,6 +205,7 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
             if (_hak_span_fill(s, tc, want, &first, &zero)) {
                 h->refill_zero = zero;
                 tc->nalloc++;
+                if (!zero) ((void **)first)[1] = NULL;   /* double-free key */
                 return first;
             }
             /* Every block is out. Park the span unless a remote free just arrived. */
@@ -224,6 +225,21 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
         s->list = SPAN_CUR;
         bin->cur = s;
     }
+}
+
+/* A free found the double-free key in p: is p really free already, in this cache or on
+ * its span's free list? (Only a user's data that happens to equal the key gets here
+ * otherwise.) */
+SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
+    uint32_t n = hak_tc_count(tc);
+    for (void *b = tc->head; b != NULL && n-- > 0; b = *(void **)b)
+        if (b == p) return true;
+    hak_span_t *s = hak_span_of(hak_ss_of(p), p);
+    uint32_t m = s->nfree;
+    for (void *b = s->free; b != NULL && m-- > 0; b = *(void **)b)
+        if (b == p) return true;
+    (void)h;
+    return false;
 }
 
 /* A block goes home to its span (the owner's own, so no atomics). */

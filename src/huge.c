@@ -102,11 +102,11 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
 
 void _hak_huge_free(hak_huge_t *h, void *p) {
     if (h->magic != HAK_HUGE_MAGIC || (char *)h + h->offset != (char *)p) {
-        _hak_report_invalid(HAK_ERR_INVALID_FREE, p);
+        _hak_report("free", HAK_ERR_INTERIOR, p, h->size);
         return;
     }
     if (h->state != HUGE_LIVE) {
-        _hak_report_invalid(HAK_ERR_DOUBLE_FREE, p);
+        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, h->size);
         return;
     }
     HAK_STAT_ADD(huge_frees, 1);
@@ -148,7 +148,8 @@ size_t _hak_huge_usable(const hak_huge_t *h) {
 
 void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     if (h->magic != HAK_HUGE_MAGIC || (char *)h + h->offset != (char *)p || h->state != HUGE_LIVE) {
-        _hak_report_invalid(HAK_ERR_INVALID_REALLOC, p);
+        _hak_report("realloc", h->state != HUGE_LIVE ? HAK_ERR_DOUBLE_FREE : HAK_ERR_INTERIOR, p, h->size);
+        errno = EINVAL;
         return NULL;
     }
     if (size <= HAK_LARGE_MAX) {

@@ -60,8 +60,9 @@ FAST_PATH size_t hak_size_class(size_t n) {                  /* n ≤ HAK_LARGE_
 extern uint8_t _hak_chunk_kind[(size_t)1 << HAK_CHUNK_BITS];
 
 FAST_PATH unsigned hak_chunk_kind(uintptr_t a) {
-    if (unlikely((a >> 47) != 0)) return 0;
-    return __atomic_load_n(&_hak_chunk_kind[a >> HAK_SS_SHIFT], __ATOMIC_RELAXED);
+    uintptr_t c = a >> HAK_SS_SHIFT;
+    if (unlikely(c >= ((uintptr_t)1 << HAK_CHUNK_BITS))) return 0;
+    return __atomic_load_n(&_hak_chunk_kind[c], __ATOMIC_RELAXED);
 }
 void _hak_registry_add_superslab(void *ss);
 bool _hak_registry_add_huge(void *hdr, void *from, size_t len);  /* false: no memory */
@@ -100,6 +101,7 @@ void *_hak_heap_refill(hak_heap_t *h, size_t cls);   /* sets h->refill_zero */
 void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - tc->room; }
 void _hak_heap_flush_all(hak_heap_t *h);
+bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p);
 hak_heap_t *_hak_heap_thread_init(void);
 void _hak_heap_thread_exit(void *heap);
 void _hak_heap_sweep_abandoned(void);
@@ -155,9 +157,11 @@ void _hak_stats_merge_heap(hak_heap_t *h);         /* a thread exits (heaps lock
 void _hak_heap_foreach(void (*fn)(hak_heap_t *h, void *arg), void *arg);
 
 /* ---- diag.c: reports that never allocate ------------------------------------------- */
-enum { HAK_ERR_INVALID_FREE = 1, HAK_ERR_INVALID_REALLOC, HAK_ERR_INVALID_USABLE,
-       HAK_ERR_DOUBLE_FREE };
-void _hak_report_invalid(int kind, const void *p);
+enum { HAK_ERR_FOREIGN = 1, HAK_ERR_INTERIOR, HAK_ERR_DOUBLE_FREE, HAK_ERR_OVERRUN,
+       HAK_ERR_USE_AFTER_FREE };
+/* One line on stderr ("hakmem: free(0x...): double free ..."), then abort unless
+ * HAKMEM_ON_ERROR=warn. size 0: unknown. */
+SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t size);
 void _hak_fatal(const char *msg);
 void _hak_assert_fail(const char *expr, const char *file, int line);
 

@@ -142,10 +142,16 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
     ss->dirty_mask &= ~m;
     if (ss->free_mask == 0) ss_remove(&ss_partial, ss), ss->list = SSL_FULL;
     uint16_t tc_off = (uint16_t)offsetof(hak_heap_t, tc[cls]);
+    uint32_t bsize = _hak_class_size[cls];
+    uint32_t end_off = (uint32_t)((size_t)n * HAK_UNIT_SIZE / bsize * bsize);
     for (unsigned k = (unsigned)u; k < (unsigned)u + n; k++) {
-        ss->unit[k].span = (uint8_t)u;
-        ss->unit[k].cls = (uint8_t)cls;
-        ss->unit[k].tc_off = tc_off;
+        hak_unit_t *d = &ss->unit[k];
+        d->span = (uint8_t)u;
+        d->cls = (uint8_t)cls;
+        d->tc_off = tc_off;
+        d->span_off = (uint32_t)((k - (unsigned)u) * HAK_UNIT_SIZE);
+        d->end_off = end_off;
+        d->div_magic = UINT64_MAX / bsize + 1;
     }
     maybe_purge();
     hak_unlock(&pool_lock);
@@ -177,6 +183,7 @@ void _hak_pool_release(hak_span_t *s) {
     s->list = SPAN_POOL;
     HAK_STAT_SUB(spans_live[s->cls], 1);
     hak_lock(&pool_lock);
+    for (unsigned k = u; k < u + n; k++) ss->unit[k].div_magic = 0;   /* no blocks here now */
     if (ss->dirty_mask == 0) ss->dirty_since = _hak_now_ms();
     ss->free_mask |= m;
     ss->dirty_mask |= m;

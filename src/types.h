@@ -81,10 +81,14 @@ struct hak_span_s {
     char pad2[64 - sizeof(uintptr_t)];
 };
 
-/* What free needs about a 64 KiB unit, in one 16-byte slot found by shifting the address:
- * a copy of its span's owner and where the class's tcache sits in a heap. */
+/* What free needs about a 64 KiB unit, in one 32-byte slot found by shifting the address:
+ * a copy of its span's owner, where the class's tcache sits in a heap, and what it takes
+ * to tell a block's start from any other address in one multiplication. */
 typedef struct hak_unit_s {
     _Atomic(hak_heap_t *) owner;   /* the span's owner (all units of a span agree) */
+    uint64_t div_magic;            /* floor((2^64-1)/bsize)+1; 0 if the unit is not in use */
+    uint32_t span_off;             /* this unit's offset from its span's start */
+    uint32_t end_off;              /* capacity * bsize: offsets at or past it hold no block */
     uint16_t tc_off;               /* offsetof(hak_heap_t, tc[cls]) */
     uint8_t  span;                 /* first unit of the span */
     uint8_t  cls;
