@@ -67,8 +67,8 @@ SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t 
     }
     n = put_str(buf, n, cap, _hak_opt.on_error_warn ? "; ignored\n" : "; aborting\n");
     if (write(2, buf, n) < 0) { /* nothing more we can do */ }
+    if (!_hak_opt.on_error_warn) abort();     /* in_report stays set: the crash report sees it */
     in_report = 0;
-    if (!_hak_opt.on_error_warn) abort();
 }
 
 void _hak_fatal(const char *msg) {
@@ -87,4 +87,120 @@ void _hak_assert_fail(const char *expr, const char *file, int line) {
     buf[n++] = '\n';
     if (write(2, buf, n) < 0) { /* ignore */ }
     abort();
+}
+
+/* ---- crash report ---------------------------------------------------------------------
+ * A SIGSEGV, SIGBUS or SIGABRT whose program counter lies in one of hakmem's functions (or
+ * that hakmem's own report raised) prints one screen — signal, faulting address, thread,
+ * the function, a heap summary — formatted on the stack, then goes on to the handler that
+ * was there before (or the default action). Any other signal passes straight through.
+ * HAKMEM_CRASH_REPORT=0 leaves the handlers alone. */
+#include <sys/syscall.h>
+#include <ucontext.h>
+
+static const int crash_signals[] = { SIGSEGV, SIGBUS, SIGABRT };
+static struct sigaction crash_prev[3];
+static _Atomic int crash_reporting;
+
+struct fn_entry { uintptr_t start; const char *name; };
+
+/* Entry points and slow paths, to name the function a fault happened in. */
+static int known_functions(struct fn_entry *t) {
+    int n = 0;
+#define FN(f) t[n].start = (uintptr_t)(void *)&f; t[n].name = #f; n++;
+    FN(hak_malloc) FN(hak_free) FN(hak_calloc) FN(hak_realloc) FN(hak_usable_size)
+    FN(hak_posix_memalign) FN(hak_aligned_alloc) FN(hak_trim) FN(hak_stats_get)
+    FN(_hak_heap_refill) FN(_hak_heap_flush) FN(_hak_heap_thread_exit) FN(_hak_heap_is_cached)
+    FN(_hak_span_fill) FN(_hak_span_collect_remote) FN(_hak_span_free_remote)
+    FN(_hak_pool_acquire) FN(_hak_pool_release) FN(_hak_pool_purge)
+    FN(_hak_huge_alloc) FN(_hak_huge_free) FN(_hak_huge_realloc) FN(_hak_report)
+#undef FN
+    return n;
+}
+
+static const char *function_at(uintptr_t pc, uintptr_t *offset) {
+    struct fn_entry t[32];
+    int n = known_functions(t);
+    const struct fn_entry *best = NULL;
+    for (int i = 0; i < n; i++)
+        if (t[i].start <= pc && (best == NULL || t[i].start > best->start)) best = &t[i];
+    /* functions here are well under 8 KiB; farther away is someone else's code */
+    if (best == NULL || pc - best->start > 8192) return NULL;
+    *offset = pc - best->start;
+    return best->name;
+}
+
+static void crash_chain(int sig, siginfo_t *si, void *uc) {
+    int i = sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2;
+    struct sigaction *old = &crash_prev[i];
+    if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction != NULL) {
+        old->sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+        old->sa_handler(sig);
+        return;
+    }
+    /* the default action: restore it; a fault re-executes and hits it, a sent signal is
+     * raised again */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, NULL);
+    if (si == NULL || si->si_code <= 0 || sig == SIGABRT) raise(sig);
+}
+
+static void crash_handler(int sig, siginfo_t *si, void *ucv) {
+    ucontext_t *uc = ucv;
+    uintptr_t pc = 0, off = 0;
+#if defined(__x86_64__)
+    pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    pc = (uintptr_t)uc->uc_mcontext.pc;
+#endif
+    const char *fn = function_at(pc, &off);
+    int ours = fn != NULL || in_report;
+    int expected = 0;
+    if (ours && atomic_compare_exchange_strong(&crash_reporting, &expected, 1)) {
+        char buf[512];
+        size_t cap = sizeof buf - 1;
+        size_t n = put_str(buf, 0, cap, "hakmem: crash report: signal ");
+        n = put_dec(buf, n, cap, (size_t)sig);
+        n = put_str(buf, n, cap, sig == SIGSEGV ? " (SIGSEGV)" : sig == SIGBUS ? " (SIGBUS)" : " (SIGABRT)");
+        n = put_str(buf, n, cap, " at address ");
+        n = put_hex(buf, n, cap, si ? (uintptr_t)si->si_addr : 0);
+        n = put_str(buf, n, cap, ", thread ");
+        n = put_dec(buf, n, cap, (size_t)syscall(SYS_gettid));
+        n = put_str(buf, n, cap, "\nhakmem:   in ");
+        if (fn) {
+            n = put_str(buf, n, cap, fn);
+            n = put_str(buf, n, cap, "+");
+            n = put_hex(buf, n, cap, off);
+        } else {
+            n = put_str(buf, n, cap, "a report of hakmem's (see the line above)");
+        }
+        n = put_str(buf, n, cap, " (pc ");
+        n = put_hex(buf, n, cap, pc);
+        n = put_str(buf, n, cap, ")\nhakmem:   heap: ");
+        n = put_dec(buf, n, cap, (size_t)relaxed_load(&_hak_gstats.superslabs_live));
+        n = put_str(buf, n, cap, " superslabs, ");
+        n = put_dec(buf, n, cap, (size_t)((relaxed_load(&_hak_gstats.ss_mapped) + relaxed_load(&_hak_gstats.huge_mapped)) >> 20));
+        n = put_str(buf, n, cap, " MiB mapped, ");
+        n = put_dec(buf, n, cap, (size_t)relaxed_load(&_hak_gstats.huge_live));
+        n = put_str(buf, n, cap, " huge blocks, ");
+        n = put_dec(buf, n, cap, (size_t)relaxed_load(&_hak_gstats.threads_total));
+        n = put_str(buf, n, cap, " threads started\n");
+        if (write(2, buf, n) < 0) { /* nothing more we can do */ }
+    }
+    crash_chain(sig, si, ucv);
+}
+
+void _hak_crash_handler_install(void) {
+    if (!_hak_opt.crash_report) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = crash_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++) sigaction(crash_signals[i], &sa, &crash_prev[i]);
 }

@@ -55,6 +55,7 @@ void _hak_init(void) {
         if (pthread_key_create(&_hak_thread_key, _hak_heap_thread_exit) == 0)
             atomic_store_explicit(&_hak_thread_key_ok, 1, memory_order_release);
         pthread_atfork(fork_prepare, fork_parent, fork_child);
+        _hak_crash_handler_install();
         atomic_store_explicit(&_hak_init_state, 3, memory_order_release);
     }
     hak_unlock(&init_lock);

@@ -163,6 +163,7 @@ enum { HAK_ERR_FOREIGN = 1, HAK_ERR_INTERIOR, HAK_ERR_DOUBLE_FREE, HAK_ERR_OVERR
  * HAKMEM_ON_ERROR=warn. size 0: unknown. */
 SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t size);
 void _hak_fatal(const char *msg);
+void _hak_crash_handler_install(void);
 void _hak_assert_fail(const char *expr, const char *file, int line);
 
 /* ---- init.c: process and thread lifecycle ------------------------------------------ */
