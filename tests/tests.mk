@@ -56,3 +56,8 @@ $(TEST_BUILD)/%.static: tests/stress/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(T
 
 $(TEST_BUILD)/unit/%: tests/unit/%.c $(BUILD)/libhakmem_api.a $(wildcard src/*.h) | $(TEST_BUILD)/unit
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(BUILD)/libhakmem_api.a -lpthread
+
+# The deliberately broken allocator the self-checks run the tests against.
+test-progs: $(TEST_BUILD)/badalloc.so
+$(TEST_BUILD)/badalloc.so: tests/helpers/badalloc.c | $(TEST_BUILD)
+	$(CC) -O1 -g -fPIC -shared -Wall -o $@ $< -lpthread

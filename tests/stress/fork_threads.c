@@ -10,7 +10,8 @@
  * malloc, free and realloc at once: blocks of every tier, calloc, aligned blocks, the
  * blocks left in the slots by threads that do not exist in the child, a new thread, and
  * sometimes a fork of its own. The child runs under alarm(), so a deadlock ends it with
- * SIGALRM, which the parent reports as a failure instead of hanging. */
+ * SIGALRM, which the parent reports as a failure instead of hanging (after 20 s, or
+ * HAK_TEST_CHILD_ALARM seconds). */
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -26,7 +27,6 @@
 
 #define NSLOTS 1024
 #define NWORKERS 4
-#define CHILD_ALARM 20
 
 static _Atomic(struct blk *) slots[NSLOTS];
 static atomic_int stop_workers;
@@ -34,6 +34,7 @@ static atomic_long forks_done, worker_ops;
 static int expect_hakmem;
 static uint64_t seed = 11;
 static long thread_forks = 15;
+static unsigned child_alarm = 20; /* seconds; HAK_TEST_CHILD_ALARM overrides */
 
 static struct blk *new_block(uint64_t *rng, uint64_t tag, int allow_huge)
 {
@@ -94,7 +95,7 @@ static void *child_thread(void *arg)
 /* Everything the child does right after fork. Returns the process exit status. */
 static int child_work(unsigned which, int depth)
 {
-    alarm(CHILD_ALARM);
+    alarm(child_alarm);
     long failures_before = atomic_load(&check_failures);
     uint64_t rng = rng_seed(seed, 100000 + which);
 
@@ -199,10 +200,29 @@ static void fork_and_check(unsigned which, const char *from)
         _exit(st);
     }
     REQUIRE(pid > 0, "fork failed: %s", strerror(errno));
-    int st;
-    pid_t w;
-    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-        ;
+    /* The child's alarm does not cover a hang inside fork() itself (an atfork handler of
+     * the child waiting on a lock), so the parent also waits only so long. */
+    int st = 0;
+    pid_t w = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        w = waitpid(pid, &st, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > (time_t)(2 * child_alarm + 1)) {
+            kill(pid, SIGKILL);
+            while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+                ;
+            CHECK(0, "child %u (forked from %s) still running after %u s: killed "
+                  "(deadlock after fork)", which, from, 2 * child_alarm + 1);
+            atomic_fetch_add(&forks_done, 1);
+            return;
+        }
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
     REQUIRE(w == pid, "waitpid failed");
     if (WIFSIGNALED(st))
         CHECK(0, "child %u (forked from %s) killed by signal %d%s", which, from, WTERMSIG(st),
@@ -274,6 +294,9 @@ int main(int argc, char **argv)
     }
     if (expect_hakmem)
         REQUIRE(check_hakmem_present(), "--hakmem given but hakmem is not in this process");
+    const char *ca = getenv("HAK_TEST_CHILD_ALARM");
+    if (ca && atoi(ca) > 0)
+        child_alarm = (unsigned)atoi(ca);
     alarm(240); /* the whole run; a child has its own, shorter alarm */
 
     pthread_t th[NWORKERS];

@@ -1,0 +1,70 @@
+"""The malloc-family contract (tests/api/), with hakmem preloaded and linked statically.
+
+Also the self-checks: the same programs run over a deliberately broken allocator
+(tests/helpers/badalloc.c) must fail, which shows that their checks can fail."""
+import os
+
+import pytest
+
+from conftest import SYSTEM_MODE, TEST_BUILD, VARIANTS, ensure_built, run_program
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_api_conformance(variant):
+    r = run_program("api_conformance", variant=variant, timeout=180)
+    assert " 0 failed" in r.stderr
+
+
+FIRST_CALLS = ["free_null", "usable_null", "realloc_null", "calloc", "memalign", "trim",
+               "free_sized_null", "thread"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", FIRST_CALLS)
+def test_first_call_is_not_malloc(mode, variant):
+    run_program("first_call", [mode], variant=variant, timeout=60)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_malloc_in_constructors_and_destructors(variant):
+    r = run_program("ctor_malloc", variant=variant, timeout=60)
+    assert "ctor_malloc: destructor done" in r.stderr, "the destructor did not finish"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_malloc_during_dlopen(variant):
+    run_program("dl_malloc", variant=variant, timeout=120)
+
+
+# ---- self-checks ------------------------------------------------------------------
+
+def _run_broken(name, fault, args=(), timeout=120, env=None):
+    """Runs a test program over badalloc.so with BADALLOC=fault; returns the result."""
+    import subprocess
+    ensure_built()
+    e = dict(os.environ, BADALLOC=fault, LD_PRELOAD=os.path.join(TEST_BUILD, "badalloc.so"))
+    e.update(env or {})
+    return subprocess.run([os.path.join(TEST_BUILD, name), *args], env=e, capture_output=True,
+                          text=True, errors="replace", timeout=timeout)
+
+
+@pytest.mark.parametrize("fault,expect", [
+    ("calloc_dirty", "returned dirty memory"),
+    ("realloc_lose", "lost"),
+    ("errno", "errno 0"),
+])
+def test_selfcheck_api_conformance_detects(fault, expect):
+    r = _run_broken("api_conformance", fault)
+    assert r.returncode != 0, f"api_conformance passed over a broken allocator ({fault})"
+    assert expect in r.stderr, r.stderr[-3000:]
+
+
+def test_selfcheck_api_conformance_requires_hakmem():
+    """--hakmem without hakmem in the process must fail, not pass vacuously."""
+    import subprocess
+    ensure_built()
+    r = subprocess.run([os.path.join(TEST_BUILD, "api_conformance"), "--hakmem"],
+                       capture_output=True, text=True, timeout=120,
+                       env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    assert r.returncode != 0
+    assert "hakmem is not in this process" in r.stderr

@@ -1,0 +1,24 @@
+"""Threads that come and go: thread churn with bounded resident memory, threads created
+before main's first malloc, blocks outliving their thread, key destructors that allocate."""
+import pytest
+
+from conftest import VARIANTS, run_program
+from test_api import _run_broken
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_thread_churn_rss_bounded(variant):
+    # 5000 threads, 8 at a time; VmRSS may grow at most 64 MiB past the warm-up.
+    r = run_program("thread_churn", ["5000", "8", "64"], variant=variant, timeout=180)
+    assert " 0 failed" in r.stderr
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_threads_before_first_malloc(variant):
+    run_program("thread_first", variant=variant, timeout=60)
+
+
+def test_selfcheck_thread_churn_detects_leak():
+    r = _run_broken("thread_churn", "leak", ["5000", "8", "64"])
+    assert r.returncode != 0, "thread_churn passed over an allocator that leaks"
+    assert "VmRSS grew" in r.stderr
