@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include "internal.h"
 
-FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc) {
+FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc, size_t n) {
     void *b = tc->head;
     if (likely(b != NULL)) {
         tc->head = *(void **)b;
@@ -17,12 +17,12 @@ FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc) {
         tc->nalloc++;
         return b;
     }
-    return _hak_heap_refill(h, (size_t)(tc - h->tc));
+    return _hak_heap_refill(h, (size_t)(tc - h->tc), n);
 }
 
-FAST_PATH void *heap_pop(size_t c) {
+FAST_PATH void *heap_pop(size_t c, size_t n) {
     hak_heap_t *h = _hak_thread_heap;
-    return tc_pop(h, &h->tc[c]);
+    return tc_pop(h, &h->tc[c], n);
 }
 
 HAK_EXPORT void *hak_malloc(size_t n) {
@@ -31,7 +31,7 @@ HAK_EXPORT void *hak_malloc(size_t n) {
     if (likely(n <= HAK_TINY_MAX)) tc = (hak_tcache_t *)((char *)h + _hak_tiny_tcoff[n]);
     else if (likely(n <= HAK_LARGE_MAX)) tc = &h->tc[hak_class_above_tiny(n)];
     else return _hak_huge_alloc(n, 0, false);
-    return tc_pop(h, tc);
+    return tc_pop(h, tc, n);
 }
 
 /* The huge block whose payload is p, or NULL. */
@@ -121,15 +121,18 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
         tc->nalloc++;
         return memset(b, 0, total > 16 ? total : 16);
     }
-    b = _hak_heap_refill(h, (size_t)(tc - h->tc));
-    if (b != NULL && !_hak_thread_heap->refill_zero) memset(b, 0, total);
+    b = _hak_heap_refill(h, (size_t)(tc - h->tc), total);
+    if (b != NULL && (!_hak_thread_heap->refill_zero || _hak_opt.check)) memset(b, 0, total);
     return b;
 }
 
 HAK_EXPORT size_t hak_usable_size(const void *p) {
     if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
         hak_superslab_t *ss = hak_ss_of(p);
-        if (likely(block_start(hak_unit_of(ss, p), p))) return hak_span_of(ss, p)->bsize;
+        if (likely(block_start(hak_unit_of(ss, p), p))) {
+            hak_span_t *s = hak_span_of(ss, p);
+            return unlikely(_hak_opt.check) ? _hak_check_usable(s, p) : s->bsize;
+        }
         report_bad_block("malloc_usable_size", p);
         return 0;
     }
@@ -151,7 +154,8 @@ HAK_EXPORT void *hak_realloc(void *p, size_t n) {
             return NULL;
         }
         size_t old = hak_span_of(ss, p)->bsize;
-        if (n <= old && (n > old / 2 || old <= 64)) return p;   /* not worth a move */
+        if (unlikely(_hak_opt.check)) old = _hak_check_usable(hak_span_of(ss, p), p);  /* move */
+        else if (n <= old && (n > old / 2 || old <= 64)) return p;       /* not worth a move */
         void *q = hak_malloc(n);
         if (q == NULL) return NULL;
         memcpy(q, p, n < old ? n : old);
@@ -177,9 +181,10 @@ static void *alloc_aligned(size_t align, size_t n) {
     if (align <= 16) return hak_malloc(n);
     if (n > HAK_LARGE_MAX || align > HAK_UNIT_SIZE) return _hak_huge_alloc(n, align, false);
     if (unlikely(atomic_load_explicit(&_hak_init_state, memory_order_acquire) < 2)) _hak_init();
-    size_t c = _hak_aligned_class[__builtin_ctzl(align)][hak_size_class(n)];
+    size_t need = unlikely(_hak_opt.check) && n + 16 <= HAK_LARGE_MAX ? n + 16 : n;
+    size_t c = _hak_aligned_class[__builtin_ctzl(align)][hak_size_class(need)];
     if (c == 0xff) return _hak_huge_alloc(n, align, false);
-    return heap_pop(c);
+    return heap_pop(c, n);
 }
 
 static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }

@@ -7,6 +7,7 @@
 #include "registry.c"
 #include "size_class.c"
 #include "superslab.c"
+#include "check.c"
 #include "span.c"
 #include "heap.c"
 #include "huge.c"

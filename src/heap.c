@@ -75,7 +75,7 @@ static hak_heap_t *heap_new(void) {
     relaxed_store(&h->notified, NULL);
     h->refill_zero = 0;
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
-        h->tc[c].cap = _hak_class_cap[c];
+        h->tc[c].cap = _hak_opt.check ? 0 : _hak_class_cap[c];   /* checked: no caching */
         h->tc[c].room = h->tc[c].cap + 1;
     }
     return h;
@@ -179,7 +179,7 @@ void _hak_heap_sweep_abandoned(void) {
 
 /* ---- refill and flush ------------------------------------------------------------------ */
 
-SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
+SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n) {
     if (unlikely(h == &_hak_empty_heap)) {
         h = _hak_heap_thread_init();
         if (h == NULL) { errno = ENOMEM; return NULL; }
@@ -193,6 +193,10 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
         tc->nalloc++;
         return b;
     }
+    if (unlikely(_hak_opt.check)) {
+        c = _hak_check_class(c, n);
+        tc = &h->tc[c];
+    }
     h->st.refills[c]++;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     hak_bin_t *bin = &h->bins[c];
@@ -205,6 +209,7 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c) {
             if (_hak_span_fill(s, tc, want, &first, &zero)) {
                 h->refill_zero = zero;
                 tc->nalloc++;
+                if (unlikely(_hak_opt.check)) return _hak_check_alloc(s, first, n);
                 if (!zero) ((void **)first)[1] = NULL;   /* double-free key */
                 return first;
             }

@@ -97,7 +97,7 @@ bool _hak_span_try_unmark_full(hak_span_t *s);
 /* ---- heap.c: thread heaps ---------------------------------------------------------- */
 extern hak_heap_t _hak_empty_heap;
 extern HAK_TLS hak_heap_t *_hak_thread_heap;
-void *_hak_heap_refill(hak_heap_t *h, size_t cls);   /* sets h->refill_zero */
+void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n);   /* sets h->refill_zero */
 void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - tc->room; }
 void _hak_heap_flush_all(hak_heap_t *h);
@@ -155,6 +155,13 @@ extern hak_gstats_t _hak_gstats;
 void _hak_stats_note_mapped(void);                 /* after mapping more: update the peak */
 void _hak_stats_merge_heap(hak_heap_t *h);         /* a thread exits (heaps lock held) */
 void _hak_heap_foreach(void (*fn)(hak_heap_t *h, void *arg), void *arg);
+
+/* ---- check.c: checked mode (slow paths only) ---------------------------------------- */
+#define HAK_CHECK_OWNER ((hak_heap_t *)(uintptr_t)16)   /* owner slot no heap matches */
+size_t _hak_check_class(size_t c, size_t n);
+void *_hak_check_alloc(hak_span_t *s, void *p, size_t n);
+size_t _hak_check_usable(const hak_span_t *s, const void *p);
+bool _hak_check_free(const hak_span_t *s, void *p);
 
 /* ---- diag.c: reports that never allocate ------------------------------------------- */
 enum { HAK_ERR_FOREIGN = 1, HAK_ERR_INTERIOR, HAK_ERR_DOUBLE_FREE, HAK_ERR_OVERRUN,

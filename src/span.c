@@ -36,7 +36,8 @@ uint32_t _hak_span_collect_remote(hak_span_t *s) {
  * rest become tc's list (tc is empty). Returns how many; 0 when the span has none left.
  * *zero tells whether *first is untouched memory of a zeroed span. */
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero) {
-    if (s->free == NULL && s->bump == s->end) _hak_span_collect_remote(s);
+    /* (checked mode reuses freed blocks first, so their fill is verified soon) */
+    if (s->free == NULL && (s->bump == s->end || unlikely(_hak_opt.check))) _hak_span_collect_remote(s);
     if (s->free != NULL) {
         void *head = s->free, *last = head;
         uint32_t n;
@@ -80,6 +81,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
 }
 
 void _hak_span_free_remote(hak_span_t *s, void *p) {
+    if (unlikely(_hak_opt.check) && !_hak_check_free(s, p)) return;
     hak_heap_t *me = _hak_thread_heap;
     if (me != &_hak_empty_heap) me->st.remote_frees[s->cls]++;
     else atomic_fetch_add_explicit(&_hak_gstats.remote_frees_noheap[s->cls], 1, memory_order_relaxed);
@@ -106,6 +108,7 @@ void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h) {
     hak_superslab_t *ss = hak_ss_of(s);
     unsigned u = (unsigned)(s - ss->spans);
     relaxed_store(&s->owner, h);
+    if (_hak_opt.check && h != NULL) h = HAK_CHECK_OWNER;    /* every free takes the slow path */
     for (unsigned k = u; k < u + s->units; k++)
         atomic_store_explicit(&ss->unit[k].owner, h, memory_order_release);
 }

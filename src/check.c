@@ -1,0 +1,78 @@
+/* check.c — checked mode (HAKMEM_CHECK=1): every double free, every write past the end of
+ * a block, every write into freed memory, reported with the address and block size.
+ *
+ * It costs the release fast paths nothing: in checked mode the tcaches hold no blocks (so
+ * every malloc takes the refill path) and the units' owner slots hold a value no heap has
+ * (so every free takes the remote path), and those two slow paths call in here.
+ *
+ * A checked block of size n sits in a class of at least n + 16 bytes:
+ *   [0, n)            the program's bytes
+ *   [n, n + 8)        canary, checked at free
+ *   [bsize - 8, ...)  n itself, so free knows where the canary is
+ * except in a span of one block (the large tier), which keeps n in its metadata and the
+ * canary wherever there is room for it.
+ * A freed block keeps its list link in word 0, carries FREED_MARK in word 1 and is filled
+ * with FILL from byte 16 on; malloc verifies the fill before handing the block out again. */
+#include "internal.h"
+
+#define CANARY     0xc5c5c5c5c5c5c5c5ull
+#define FREED_MARK ((void *)0x0f4eedf4eedf4eedull)
+#define FILL       0xdf
+
+static bool fill_intact(const unsigned char *p, size_t from, size_t to) {
+    for (size_t i = from; i < to; i++)
+        if (p[i] != FILL) return false;
+    return true;
+}
+
+size_t _hak_check_class(size_t c, size_t n) {
+    size_t need = n + 16;
+    if (need <= _hak_class_size[c] || need > HAK_LARGE_MAX) return c;
+    return hak_size_class(need);
+}
+
+/* The program's size of a checked block (malloc_usable_size must not invite writes over
+ * the canary). */
+size_t _hak_check_usable(const hak_span_t *s, const void *p) {
+    size_t n, bsize = s->bsize;
+    if (s->capacity == 1) return s->pad0;
+    memcpy(&n, (const char *)p + bsize - 8, 8);
+    return n + 16 <= bsize ? n : bsize;
+}
+
+/* A block leaves the allocator: verify it was left alone while free, arm the canary. */
+void *_hak_check_alloc(hak_span_t *s, void *p, size_t n) {
+    unsigned char *b = p;
+    size_t bsize = s->bsize;
+    if (((void **)p)[1] == FREED_MARK && !fill_intact(b, 16, bsize))
+        _hak_report("malloc", HAK_ERR_USE_AFTER_FREE, p, bsize);
+    ((void **)p)[1] = NULL;
+    uint64_t canary = CANARY;
+    if (s->capacity == 1) {
+        s->pad0 = (uint32_t)n;
+        if (n + 8 <= bsize) memcpy(b + n, &canary, 8);
+    } else {
+        memcpy(b + n, &canary, 8);
+        memcpy(b + bsize - 8, &n, 8);
+    }
+    return p;
+}
+
+/* A block comes back. false: it must not be freed (double free, reported). */
+bool _hak_check_free(const hak_span_t *s, void *p) {
+    unsigned char *b = p;
+    size_t bsize = s->bsize;
+    if (((void **)p)[1] == FREED_MARK && fill_intact(b, 16, bsize)) {
+        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, bsize);
+        return false;
+    }
+    size_t n = _hak_check_usable(s, p);
+    uint64_t canary;
+    if (n + 8 <= bsize && (memcpy(&canary, b + n, 8), canary != CANARY))
+        _hak_report("free", HAK_ERR_OVERRUN, p, bsize);
+    else if (s->capacity != 1 && n + 16 > bsize)
+        _hak_report("free", HAK_ERR_OVERRUN, p, bsize);    /* the size word itself was hit */
+    ((void **)p)[1] = FREED_MARK;
+    memset(b + 16, FILL, bsize - 16);
+    return true;
+}
