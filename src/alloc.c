@@ -46,7 +46,7 @@ static hak_huge_t *huge_of(const void *p) {
 static SLOW_PATH void report_bad_block(const char *func, const void *p) {
     hak_superslab_t *ss = hak_ss_of(p);
     hak_unit_t *u = hak_unit_of(ss, p);
-    if (u->div_magic == 0) _hak_report(func, HAK_ERR_FOREIGN, p, 0);
+    if (u->div_magic == 0) _hak_report(func, HAK_ERR_NOT_LIVE, p, 0);
     else _hak_report(func, HAK_ERR_INTERIOR, p, _hak_class_size[u->cls]);
 }
 

@@ -43,6 +43,7 @@ static void emit(const char *what, const void *p) {
 
 static const char *const problems[] = {
     [HAK_ERR_FOREIGN] = "pointer was not allocated by hakmem",
+    [HAK_ERR_NOT_LIVE] = "pointer is in hakmem's memory but in no live block (freed already?)",
     [HAK_ERR_INTERIOR] = "pointer is inside a block, not at its start",
     [HAK_ERR_DOUBLE_FREE] = "double free",
     [HAK_ERR_OVERRUN] = "write past the end of the block (canary damaged)",

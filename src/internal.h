@@ -164,8 +164,8 @@ size_t _hak_check_usable(const hak_span_t *s, const void *p);
 bool _hak_check_free(const hak_span_t *s, void *p);
 
 /* ---- diag.c: reports that never allocate ------------------------------------------- */
-enum { HAK_ERR_FOREIGN = 1, HAK_ERR_INTERIOR, HAK_ERR_DOUBLE_FREE, HAK_ERR_OVERRUN,
-       HAK_ERR_USE_AFTER_FREE };
+enum { HAK_ERR_FOREIGN = 1, HAK_ERR_NOT_LIVE, HAK_ERR_INTERIOR, HAK_ERR_DOUBLE_FREE,
+       HAK_ERR_OVERRUN, HAK_ERR_USE_AFTER_FREE };
 /* One line on stderr ("hakmem: free(0x...): double free ..."), then abort unless
  * HAKMEM_ON_ERROR=warn. size 0: unknown. */
 SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t size);

@@ -64,6 +64,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         char *b = s->bump;
         *first = b;
         *zero = s->zero;
+        if (unlikely(_hak_opt.check)) ((void **)b)[1] = NULL;   /* not a freed block's mark */
         /* link blocks 1..n-1; block 0 stays untouched so a zeroed span stays zero */
         void *head = NULL;
         for (uint32_t i = n - 1; i >= 1; i--) {

@@ -1,0 +1,71 @@
+/* Misuse cases, one per argument: each must be reported by hakmem in one line (and abort,
+ * or be ignored with HAKMEM_ON_ERROR=warn, after which the heap must still work). Prints
+ * "survived" and checks the heap with a burst of allocations when it gets to the end. */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *free_it(void *p) { free(p); return NULL; }
+
+/* After an ignored misuse the allocator must still hand out sound, distinct blocks. */
+static int heap_still_works(void) {
+    enum { N = 2000 };
+    static unsigned char *b[N];
+    for (int i = 0; i < N; i++) {
+        size_t n = 1 + (size_t)(i * 37) % 3000;
+        b[i] = malloc(n);
+        if (!b[i]) return 0;
+        memset(b[i], i & 0xff, n);
+    }
+    for (int i = 0; i < N; i++) {
+        size_t n = 1 + (size_t)(i * 37) % 3000;
+        for (size_t k = 0; k < n; k++) if (b[i][k] != (i & 0xff)) return 0;
+        free(b[i]);
+    }
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *c = argv[1];
+    char *volatile p = malloc(100);
+    char *volatile q = malloc(5000);
+    int on_stack = 0;
+    if (!strcmp(c, "double_free")) { free(p); free(p); }
+    else if (!strcmp(c, "double_free_flushed")) {
+        /* p leaves the thread cache before the second free */
+        void *many[2000];
+        free(p);
+        for (int i = 0; i < 2000; i++) many[i] = malloc(100);
+        for (int i = 0; i < 2000; i++) free(many[i]);
+        free(p);
+    }
+    else if (!strcmp(c, "double_free_huge")) { char *h = malloc(3 << 20); free(h); free(h); }
+    else if (!strcmp(c, "interior")) free(p + 16);
+    else if (!strcmp(c, "interior_huge")) free((char *)malloc(3 << 20) + 4096);
+    else if (!strcmp(c, "foreign_stack")) free(&on_stack);
+    else if (!strcmp(c, "foreign_static")) { static char s[64]; free(s + 16); }
+    else if (!strcmp(c, "realloc_interior")) p = realloc(q + 32, 10);
+    else if (!strcmp(c, "usable_interior")) printf("%zu\n", malloc_usable_size(p + 8));
+    /* checked mode only */
+    else if (!strcmp(c, "overrun")) { p[100] = 1; free(p); }
+    else if (!strcmp(c, "overrun_large")) { char *l = malloc(300000); l[300000] = 1; free(l); }
+    else if (!strcmp(c, "use_after_free")) {
+        free(p);
+        p[50] = 7;
+        for (int i = 0; i < 10; i++) (void)!malloc(100);
+    }
+    else if (!strcmp(c, "double_free_remote")) {
+        pthread_t t;
+        pthread_create(&t, NULL, free_it, p);
+        pthread_join(t, NULL);
+        free(p);
+    }
+    else if (!strcmp(c, "none")) { free(p); free(q); }
+    else return 2;
+    if (!heap_still_works()) { puts("heap broken"); return 3; }
+    puts("survived");
+    return 0;
+}

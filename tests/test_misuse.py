@@ -1,0 +1,117 @@
+"""Misuse is reported, never silent: each case in tests/misuse/misuse.c must print one line
+naming hakmem, the pointer and the problem, then abort (default), or be ignored with the
+heap intact (HAKMEM_ON_ERROR=warn). Overruns and writes to freed memory are caught in
+checked mode (HAKMEM_CHECK=1)."""
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, os.environ.get("HAKMEM_BUILD", "build"))
+LIB = os.path.join(BUILD, "libhakmem.so")
+EXE = os.path.join(BUILD, "tests", "misuse", "misuse")
+
+# case -> (words of the report, needs checked mode)
+CASES = {
+    "double_free": ("double free", False),
+    "double_free_flushed": ("(double free|freed already)", False),
+    "double_free_huge": ("double free", False),
+    "interior": ("inside a block", False),
+    "interior_huge": ("inside a block", False),
+    "foreign_stack": ("not allocated by hakmem", False),
+    "foreign_static": ("not allocated by hakmem", False),
+    "realloc_interior": ("inside a block", False),
+    "usable_interior": ("inside a block", False),
+    "overrun": ("write past the end", True),
+    "overrun_large": ("write past the end", True),
+    "use_after_free": ("write to freed memory", True),
+    "double_free_remote": ("double free", True),
+}
+FUNC = {"realloc_interior": "realloc", "usable_interior": "malloc_usable_size",
+        "use_after_free": "malloc"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    r = subprocess.run(["make", "-s", "lib"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    os.makedirs(os.path.dirname(EXE), exist_ok=True)
+    r = subprocess.run(["gcc", "-O1", "-g", "-fno-builtin", "-pthread", "-o", EXE,
+                        os.path.join(ROOT, "tests", "misuse", "misuse.c")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def run(case, **env):
+    e = dict(os.environ, LD_PRELOAD=LIB, **env)
+    return subprocess.run([EXE, case], env=e, capture_output=True, text=True, timeout=60)
+
+
+def report_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("hakmem: ") and "crash report" not in l
+            and not l.startswith("hakmem:   ")]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_reported_and_aborts(case):
+    words, checked = CASES[case]
+    r = run(case, **({"HAKMEM_CHECK": "1"} if checked else {}))
+    lines = report_lines(r.stderr)
+    assert r.returncode == -signal.SIGABRT, (r.returncode, r.stdout, r.stderr)
+    assert len(lines) == 1, r.stderr
+    func = FUNC.get(case, "free")
+    assert re.match(rf"hakmem: {re.escape(func)}\(0x[0-9a-f]+\): .*{words}.*; aborting$", lines[0]), lines[0]
+    assert "survived" not in r.stdout
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_warn_mode_goes_on(case):
+    words, checked = CASES[case]
+    env = {"HAKMEM_ON_ERROR": "warn"}
+    if checked:
+        env["HAKMEM_CHECK"] = "1"
+    r = run(case, **env)
+    lines = report_lines(r.stderr)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout.strip().endswith("survived"), r.stdout
+    assert len(lines) >= 1 and re.search(words, lines[0]) and lines[0].endswith("; ignored"), r.stderr
+
+
+@pytest.mark.parametrize("mode", [{}, {"HAKMEM_CHECK": "1"}])
+def test_clean_program_reports_nothing(mode):
+    r = run("none", **mode)
+    assert r.returncode == 0 and r.stdout.strip() == "survived", (r.stdout, r.stderr)
+    assert report_lines(r.stderr) == [], r.stderr
+
+
+def test_crash_report_then_default_action():
+    """A fault inside hakmem (a free list corrupted by the program) prints the crash report
+    and the process still dies of the signal; HAKMEM_CRASH_REPORT=0 leaves the handler out."""
+    src = os.path.join(os.path.dirname(EXE), "corrupt.c")
+    exe = src[:-2]
+    with open(src, "w") as f:
+        f.write('#include <stdlib.h>\n#include <string.h>\nint main(void){char *p=malloc(64);'
+                'free(p);memcpy(p,"\\x01\\x02\\x03\\x04\\x05\\x06\\x07\\x08",8);'
+                'void *volatile a=malloc(64);void *volatile b=malloc(64);(void)a;(void)b;return 0;}\n')
+    assert subprocess.run(["gcc", "-O0", "-o", exe, src]).returncode == 0
+    r = subprocess.run([exe], env=dict(os.environ, LD_PRELOAD=LIB), capture_output=True, text=True)
+    assert r.returncode == -signal.SIGSEGV, r
+    assert "hakmem: crash report: signal 11 (SIGSEGV)" in r.stderr, r.stderr
+    assert "in hak_malloc" in r.stderr, r.stderr
+    r = subprocess.run([exe], env=dict(os.environ, LD_PRELOAD=LIB, HAKMEM_CRASH_REPORT="0"),
+                       capture_output=True, text=True)
+    assert r.returncode == -signal.SIGSEGV and "crash report" not in r.stderr, r
+
+
+def test_crash_elsewhere_passes_through():
+    """A crash in the program's own code is not hakmem's: no report, the usual signal."""
+    src = os.path.join(os.path.dirname(EXE), "segv.c")
+    with open(src, "w") as f:
+        f.write("#include <stdlib.h>\nint main(void){free(malloc(10));"
+                "volatile int *x=(int*)16;*x=1;return 0;}\n")
+    assert subprocess.run(["gcc", "-O0", "-o", src[:-2], src]).returncode == 0
+    r = subprocess.run([src[:-2]], env=dict(os.environ, LD_PRELOAD=LIB), capture_output=True, text=True)
+    assert r.returncode == -signal.SIGSEGV and "hakmem" not in r.stderr, r
