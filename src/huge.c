@@ -56,7 +56,8 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST / 2) { errno = ENOMEM; return NULL; }
     if (atomic_load_explicit(&_hak_init_state, memory_order_acquire) < 2) _hak_init();
     size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
-    size_t maplen = hak_align_up(off + size, HAK_SS_SIZE);
+    /* at least one byte, so that even a zero-size payload lies inside the mapping */
+    size_t maplen = hak_align_up(off + (size ? size : 1), HAK_SS_SIZE);
     size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
 
     hak_lock(&huge_lock);

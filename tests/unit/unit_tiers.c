@@ -75,7 +75,7 @@ int main(void) {
 
     /* aligned requests of every power of two up to 2 MiB */
     for (size_t al = 16; al <= 2 * HAK_SS_SIZE; al <<= 1) {
-        size_t sizes[] = { 1, 100, al, al + 1, 3 * al, 200000 };
+        size_t sizes[] = { 0, 1, 100, al, al + 1, 3 * al, 200000 };
         for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
             void *p = hak_aligned_alloc(al, sizes[k]);
             CHECK(p != NULL && ((uintptr_t)p & (al - 1)) == 0);
