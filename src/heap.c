@@ -290,6 +290,22 @@ void _hak_heap_flush_all(hak_heap_t *h) {
         if (h->tc[c].head != NULL) _hak_heap_flush(h, &h->tc[c], 0);
 }
 
+/* malloc_trim: the thread's current spans whose blocks are all home go back too. */
+void _hak_heap_release_idle(hak_heap_t *h) {
+    if (h == &_hak_empty_heap) return;
+    drain_notified(h);
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_span_t *s = h->bins[c].cur;
+        if (s == NULL) continue;
+        _hak_span_collect_remote(s);
+        if (s->used == 0) {
+            h->bins[c].cur = NULL;
+            s->list = SPAN_LOOSE;
+            span_release(s);
+        }
+    }
+}
+
 /* ---- thread exit ----------------------------------------------------------------------- */
 
 static void unpark_full(hak_span_t *s, bool wait) {

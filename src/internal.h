@@ -101,6 +101,7 @@ void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n);   /* sets h->refill
 void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - tc->room; }
 void _hak_heap_flush_all(hak_heap_t *h);
+void _hak_heap_release_idle(hak_heap_t *h);
 bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p);
 hak_heap_t *_hak_heap_thread_init(void);
 void _hak_heap_thread_exit(void *heap);

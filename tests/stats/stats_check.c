@@ -65,6 +65,7 @@ int main(void) {
            before >> 10, c.resident >> 10, c.purged >> 10);
     CHECK(c.resident + (4u << 20) < before);
     CHECK(c.purged > 0);
+    CHECK(c.superslabs_live == 0);            /* every block is free: nothing stays mapped */
     hak_stats_print(stdout);
     printf("%d failed\n", failures);
     return failures != 0;
