@@ -68,3 +68,42 @@ def test_selfcheck_api_conformance_requires_hakmem():
                        env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
     assert r.returncode != 0
     assert "hakmem is not in this process" in r.stderr
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rss_returns_after_burst_and_trim(variant):
+    r = run_program("trim_rss", variant=variant, timeout=120)
+    assert " 0 failed" in r.stderr
+
+
+# hakmem's options change which paths run (checked mode, eager purging and unmapping,
+# tiny caches, lazy purging with huge pages); the contract must hold under each.
+OPTION_SETS = {
+    "checked": {"HAKMEM_CHECK": "1"},
+    "eager_return": {"HAKMEM_PURGE_DELAY_MS": "0", "HAKMEM_DIRTY_MAX_MB": "0",
+                     "HAKMEM_SUPERSLAB_RETAIN": "0", "HAKMEM_BIGCACHE_MB": "0"},
+    "tiny_tcache": {"HAKMEM_TCACHE_MAX": "1"},
+    "madv_free_thp": {"HAKMEM_PURGE": "free", "HAKMEM_THP": "always"},
+}
+
+
+@pytest.mark.parametrize("opts", sorted(OPTION_SETS))
+def test_api_conformance_under_options(opts):
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: hakmem options")
+    r = run_program("api_conformance", variant="preload", env=OPTION_SETS[opts], timeout=180)
+    assert " 0 failed" in r.stderr
+    assert "hakmem" not in r.stderr.replace("--hakmem", "").lower().replace("hakmem is", ""), \
+        r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("opts", sorted(OPTION_SETS))
+def test_stress_under_options(opts):
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: hakmem options")
+    r = run_program("stress", ["8", "30000", "99", "1.5"], variant="preload",
+                    env=OPTION_SETS[opts], timeout=120)
+    assert " 0 failed" in r.stderr
+    r = run_program("fork_threads", ["8", "4"], variant="preload", env=OPTION_SETS[opts],
+                    timeout=120)
+    assert " 0 failed" in r.stderr

@@ -656,6 +656,50 @@ static void test_calloc(void)
         for (int k = 0; k < nb; k++)
             free(blk[k]);
     }
+    /* Churn: blocks of the mid, large and huge tiers dirtied and freed in random order,
+     * with callocs among them, so that calloc meets memory in every state the allocator
+     * keeps it in (cached, dirty in a span, purged, cached huge mapping). Writing and
+     * checking one byte in 256 keeps it cheap. */
+    {
+        enum { SLOTS = 256, OPS = 60000, STEP = 256 };
+        static unsigned char *v[SLOTS];
+        uint64_t rng = 12345;
+        long dirty_found = 0;
+        for (int op = 0; op < OPS; op++) {
+            uint64_t r = rng_next(&rng);
+            int i = (int)(r % SLOTS);
+            if (v[i]) {
+                free(v[i]);
+                v[i] = NULL;
+                continue;
+            }
+            size_t sz = (r >> 40) % 50 == 0 ? 1048577 + (r >> 12) % (6 * MiB)
+                      : (r >> 40) % 3 == 0  ? 1025 + (r >> 12) % (64 * KiB)
+                                            : 65537 + (r >> 12) % (1000 * KiB);
+            if ((r >> 32) % 4 == 0) {
+                unsigned char *c = calloc(1, sz);
+                REQUIRE(c != NULL, "calloc(1, %zu) failed", sz);
+                size_t bad = sz;
+                for (size_t k = 0; k < sz; k += STEP)
+                    if (c[k]) { bad = k; break; }
+                if (bad == sz && c[sz - 1])
+                    bad = sz - 1;
+                if (bad != sz && dirty_found++ < 5)
+                    CHECK(0, "calloc(1, %zu) = %p after churn: byte %zu is %#x, not zero", sz,
+                          (void *)c, bad, c[bad]);
+                v[i] = c;
+            } else {
+                v[i] = malloc(sz);
+                REQUIRE(v[i] != NULL, "malloc(%zu) failed", sz);
+                for (size_t k = 0; k < sz; k += STEP)
+                    v[i][k] = 0xAB;
+                v[i][sz - 1] = 0xAB;
+            }
+        }
+        CHECK(dirty_found == 0, "%ld callocs after churn returned dirty memory", dirty_found);
+        for (int i = 0; i < SLOTS; i++)
+            free(v[i]);
+    }
     /* calloc of zero elements or zero size: a freeable pointer. */
     void *z = calloc(0, 10);
     CHECK(z != NULL, "calloc(0, 10) = NULL");
