@@ -14,6 +14,13 @@ def test_thread_churn_rss_bounded(variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+def test_thread_churn_many_alive(variant):
+    # 3000 threads, 100 alive at a time; at most 96 MiB of growth past the warm-up.
+    r = run_program("thread_churn", ["3000", "100", "96", "8"], variant=variant, timeout=180)
+    assert " 0 failed" in r.stderr
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_threads_before_first_malloc(variant):
     run_program("thread_first", variant=variant, timeout=60)
 

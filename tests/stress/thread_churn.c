@@ -162,12 +162,12 @@ int main(int argc, char **argv)
     }
     if (conc < 1)
         conc = 1;
-    if (conc > 64)
-        conc = 64;
+    if (conc > 256)
+        conc = 256;
     if (expect_hakmem)
         REQUIRE(check_hakmem_present(), "--hakmem given but hakmem is not in this process");
 
-    pthread_t th[64];
+    static pthread_t th[256];
     long warm = nthreads / 10, rss_warm = -1, rss_max = 0, started = 0;
     while (started < nthreads) {
         long n = conc < nthreads - started ? conc : nthreads - started;
