@@ -636,8 +636,8 @@ def draw_chart(path, cells, allocs, summary, meta, plt):
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(0.25, 0.5, 1.0, 2.0, 4.0, 8.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: "%gx" % v))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("throughput ÷ glibc's (median of %d runs, log scale; whiskers ±1 CV); right of 1x is faster"
-                  % meta["runs"], fontsize=8)
+    ax.set_xlabel("throughput ÷ glibc's (median of %d-%d interleaved runs, log scale; whiskers ±1 CV); "
+                  "right of 1x is faster" % (meta["runs"], meta["runs"] + meta.get("extra_rounds", 0)), fontsize=8)
     ax.set_title("hakmem vs peers, %s mode (glibc = 1x)" % meta["mode"], fontsize=11)
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(axis="x", which="major", alpha=0.3)
@@ -804,11 +804,22 @@ def publish(out_dir, mode, log=print):
     dest = os.path.join(REPO, "bench", "published")
     os.makedirs(dest, exist_ok=True)
     for src, name in (("table.md", "%s.md" % mode), ("chart.png", "%s.png" % mode),
-                      ("summary.json", "%s.json" % mode), ("instr.md", "%s.md" % mode)):
+                      ("summary.json", "%s.json" % mode), ("instr.md", "%s.md" % mode),
+                      ("instr.json", "%s.json" % mode)):
         p = os.path.join(out_dir, src)
-        if os.path.exists(p):
+        if not os.path.exists(p):
+            continue
+        if src == "summary.json":
+            # The committed copy keeps the summary and the machine, not every run (runs.csv
+            # in the results folder has those).
+            with open(p) as f:
+                data = json.load(f)
+            data.pop("runs", None)
+            with open(os.path.join(dest, name), "w") as f:
+                json.dump(data, f, indent=1)
+        else:
             shutil.copyfile(p, os.path.join(dest, name))
-            log("published %s" % os.path.relpath(os.path.join(dest, name), REPO))
+        log("published %s" % os.path.relpath(os.path.join(dest, name), REPO))
 
 
 # ---- main ------------------------------------------------------------------------------------
