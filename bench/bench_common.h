@@ -4,7 +4,7 @@
  * LD_PRELOAD; this header gives them the same option syntax, PRNG, clock, RSS probes and
  * the one result line that bench/run.py parses:
  *
- *   RESULT bench=<name> threads=<n> ops=<n> seconds=<s> ops_per_sec=<x> peak_rss_kb=<n> [key=value ...]
+ *   RESULT bench=<name> threads=<n> ops=<n> seconds=<s> ops_per_sec=<x> peak_rss_kb=<n> minflt=<n> csw=<n> [key=value ...]
  *
  * Every field is key=value with no spaces inside a value; the first six keys are always
  * present and in this order. "ops" is defined by each program (its --help says what one
@@ -238,8 +238,13 @@ BENCH_FN void bench_report(const char *name, long threads, long long ops, double
         va_end(ap);
     }
     double ops_per_sec = seconds > 0 ? (double)ops / seconds : 0.0;
-    printf("RESULT bench=%s threads=%ld ops=%lld seconds=%.6f ops_per_sec=%.1f peak_rss_kb=%ld%s%s\n",
-           name, threads, ops, seconds, ops_per_sec, bench_peak_rss_kb(),
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    /* minflt: page faults of the whole process (an allocator that returns memory and maps
+     * it again pays them); csw: voluntary context switches (threads that waited on a lock). */
+    printf("RESULT bench=%s threads=%ld ops=%lld seconds=%.6f ops_per_sec=%.1f peak_rss_kb=%ld "
+           "minflt=%ld csw=%ld%s%s\n",
+           name, threads, ops, seconds, ops_per_sec, bench_peak_rss_kb(), ru.ru_minflt, ru.ru_nvcsw,
            extra[0] ? " " : "", extra);
     fflush(stdout);
 }

@@ -435,7 +435,7 @@ def summarize_records(cells, allocs, records):
             fails = [r for r in recs if not r["result"]]
             s = summarize([x["ops_per_sec"] for x in ok])
             s["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
-            for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb"):
+            for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb", "minflt", "csw"):
                 vals = [x[key] for x in ok if key in x]
                 if vals:
                     s[key] = statistics.median(vals)
@@ -558,7 +558,7 @@ def write_csv(path, records):
 
 def write_summary_csv(path, summary):
     keys = ["cell", "allocator", "n", "median", "cv", "mean", "min", "max", "vs_glibc",
-            "vs_best_peer", "best_peer", "peak_rss_kb", "failures"]
+            "vs_best_peer", "best_peer", "peak_rss_kb", "minflt", "csw", "failures"]
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(keys)
