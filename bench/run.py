@@ -940,7 +940,7 @@ def main(argv=None):
     print()
     print(md)
     latest = copy_latest(out_dir, args.results, args.mode)
-    print("results: %s (copied to %s)" % (os.path.relpath(out_dir, REPO), os.path.relpath(latest, REPO)))
+    print("results: %s (copied to %s)" % (_rel(out_dir), _rel(latest)))
     if args.publish:
         publish(out_dir, args.mode)
     return 0
