@@ -17,7 +17,10 @@
  *   -DSTRESS_HAK    the hak_* API of include/hakmem.h, for the sanitizer builds, where
  *                   the sanitizer keeps its own malloc and hakmem is called by name.
  *
- * usage: stress_long [-t THREADS] [-f FORK_EVERY_S] [-r] SECONDS
+ * usage: stress_long [-t THREADS] [-f FORK_EVERY_S] [-a CHILD_ALARM_S] [-r] SECONDS
+ *   -t  threads alive at any time (64)
+ *   -f  seconds between forks (3; 0: none); the first comes at half time at the latest
+ *   -a  a fork child still running after this many seconds is hung (30)
  *   -r  require hakmem (fail if the process is not using it) */
 #include <dlfcn.h>
 #include <errno.h>
@@ -58,7 +61,6 @@
 #define LOCAL_SLOTS 32        /* blocks each thread holds */
 #define SHARED_SLOTS 256      /* slots through which threads trade blocks */
 #define HUGE_MAX (4u << 20)   /* the largest block */
-#define CHILD_ALARM_S 30      /* a fork child that runs longer than this is hung */
 #define CHILD_STEPS 4000
 #define KIB ((size_t)1024)
 #define MIB (KIB * 1024)
@@ -82,11 +84,16 @@ static struct {
     int threads;
     double seconds;
     double fork_every;
+    int child_alarm;
     int require_hakmem;
-} cfg = { 64, 0, 3.0, 0 };
+} cfg = { 64, 0, 3.0, 30, 0 };
 
 static atomic_int stop_flag;
-static atomic_int fork_request;
+/* One fork at a time: the supervisor moves it FORK_IDLE -> FORK_WANTED, a worker
+ * FORK_WANTED -> FORK_RUNNING and back to FORK_IDLE once the child is reaped. */
+enum { FORK_IDLE, FORK_WANTED, FORK_RUNNING };
+static atomic_int fork_state;
+static atomic_int fork_child; /* pid of the child being waited for, 0 if none */
 
 /* Totals, added to by each thread once, when it ends. */
 static _Atomic unsigned long long n_ops, n_bytes_verified, n_allocs, n_frees, n_reallocs,
@@ -106,6 +113,9 @@ static void fail(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     fflush(stderr);
+    pid_t child = atomic_exchange(&fork_child, 0);
+    if (child > 0 && child != getpid())
+        kill(child, SIGKILL); /* no orphan left behind, hung or not */
     abort();
 }
 
@@ -376,7 +386,7 @@ static void blk_trade(struct blk *b, uint64_t *s, struct counters *c)
 static void child_main(struct blk *local, uint64_t seed)
 {
     struct counters c = { 0 };
-    alarm(CHILD_ALARM_S);
+    alarm((unsigned)cfg.child_alarm);
     /* What this thread held, and some blocks other threads left in the shared slots, are
      * intact in the child; their owners do not exist here. */
     for (int i = 0; i < LOCAL_SLOTS; i++)
@@ -411,17 +421,36 @@ static void do_fork(struct blk *local, uint64_t *s, struct counters *c)
     pid_t pid = fork();
     if (pid < 0)
         fail("fork: %s", strerror(errno));
-    if (pid == 0)
+    if (pid == 0) {
+        atomic_store(&fork_child, 0);
         child_main(local, seed);
+    }
+    atomic_store(&fork_child, pid);
+    /* The child may hang before it can arm its alarm (in fork itself, in an atfork
+     * handler), so the parent keeps a deadline of its own. */
     int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
+    double deadline = now_s() + cfg.child_alarm + 5;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            break;
+        if (r < 0 && errno != EINTR)
             fail("waitpid: %s", strerror(errno));
+        if (now_s() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fail("fork child %d still running after %d s: hung (a lock held across fork?)",
+                 (int)pid, cfg.child_alarm + 5);
+        }
+        struct timespec ts = { 0, 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
     if (WIFSIGNALED(st))
         fail("fork child %d killed by signal %d%s", (int)pid, WTERMSIG(st),
              WTERMSIG(st) == SIGALRM ? " (SIGALRM: it hung, a lock held across fork?)" : "");
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fail("fork child %d exited with status %d", (int)pid, WEXITSTATUS(st));
+    atomic_store(&fork_child, 0);
     c->forks++;
 }
 
@@ -473,9 +502,12 @@ static void *worker_main(void *arg)
                 fail("usable size of %p is %zu < %zu", (void *)b->p, S_USABLE(b->p), b->size);
         }
         c.ops++;
-        if (atomic_load_explicit(&fork_request, memory_order_relaxed) &&
-            atomic_exchange(&fork_request, 0))
+        int want = FORK_WANTED;
+        if (atomic_load_explicit(&fork_state, memory_order_relaxed) == FORK_WANTED &&
+            atomic_compare_exchange_strong(&fork_state, &want, FORK_RUNNING)) {
             do_fork(local, &s, &c);
+            atomic_store(&fork_state, FORK_IDLE);
+        }
     }
     /* Half of what is left goes to other threads (to be freed there after this one has
      * gone); the rest is freed here. */
@@ -523,22 +555,24 @@ static const char *allocator_name(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: stress_long [-t THREADS] [-f FORK_EVERY_S] [-r] SECONDS\n");
+    fprintf(stderr, "usage: stress_long [-t THREADS] [-f FORK_EVERY_S] [-a CHILD_ALARM_S] [-r]"
+                    " SECONDS\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:f:r")) != -1) {
+    while ((opt = getopt(argc, argv, "t:f:a:r")) != -1) {
         switch (opt) {
         case 't': cfg.threads = atoi(optarg); break;
         case 'f': cfg.fork_every = atof(optarg); break;
+        case 'a': cfg.child_alarm = atoi(optarg); break;
         case 'r': cfg.require_hakmem = 1; break;
         default: usage();
         }
     }
-    if (optind != argc - 1 || cfg.threads < 1)
+    if (optind != argc - 1 || cfg.threads < 1 || cfg.child_alarm < 1)
         usage();
     cfg.seconds = atof(argv[optind]);
 
@@ -566,8 +600,9 @@ int main(int argc, char **argv)
                 worker_start(&ws[i]);
             }
         if (cfg.fork_every > 0 && now_s() >= next_fork) {
-            atomic_store(&fork_request, 1);
-            next_fork += cfg.fork_every;
+            int idle = FORK_IDLE;
+            atomic_compare_exchange_strong(&fork_state, &idle, FORK_WANTED);
+            next_fork = now_s() + cfg.fork_every;
         }
     }
     atomic_store(&stop_flag, 1);

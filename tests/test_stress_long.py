@@ -1,0 +1,82 @@
+"""Long stress (stress/stress_long.c), short form: 64 threads on however few cores, every
+tier, realloc, cross-thread frees through shared slots, thread churn and forks, every byte
+pattern-checked. `make stress` runs the same program for STRESS_SECONDS (30 minutes).
+
+Environment: HAKMEM_STRESS_SECONDS (default 40) sets the length of the main run."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import BUILD, LIB_SO, ROOT, SYSTEM_MODE, make, repro, tail
+
+STRESS = os.path.join(BUILD, "stress", "stress_long")
+SECONDS = os.environ.get("HAKMEM_STRESS_SECONDS", "40")
+
+
+@pytest.fixture(scope="module")
+def stress_built():
+    r = make("lib", os.path.relpath(STRESS, ROOT))
+    if r.returncode != 0:
+        pytest.fail("building stress_long failed:\n" + tail(r.stdout + r.stderr), pytrace=False)
+    return STRESS
+
+
+def run(args, env_extra, timeout):
+    cmd = [STRESS] + args
+    env = dict(os.environ, **env_extra)
+    line = repro(cmd, env_extra)
+    # LD_PRELOAD reaches the program only (env), never a wrapper around it.
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, errors="replace",
+                           timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        pytest.fail(f"stress_long timed out after {timeout}s (hang or deadlock)\n"
+                    f"reproduce: {line}\n{tail(out)}", pytrace=False)
+    return r, line
+
+
+def test_stress_long_hakmem(stress_built):
+    """The short form of `make stress`: must print PASS, having forked and replaced threads."""
+    if SYSTEM_MODE:
+        args, env = ["-t", "64", SECONDS], {}
+    else:
+        args, env = ["-r", "-t", "64", SECONDS], {"LD_PRELOAD": LIB_SO}
+    r, line = run(args, env, timeout=float(SECONDS) * 3 + 60)
+    if r.returncode != 0 or "stress_long: PASS" not in r.stdout:
+        how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}"
+        pytest.fail(f"stress_long failed ({how})\nreproduce: {line}\n"
+                    f"stdout:\n{tail(r.stdout)}\nstderr:\n{tail(r.stderr)}", pytrace=False)
+    m = re.search(r"(\d+) operations, (\d+) threads created, (\d+) forks, (\d+) bytes verified",
+                  r.stdout)
+    assert m, r.stdout
+    ops, threads, forks, verified = map(int, m.groups())
+    print(r.stdout)
+    assert forks >= 1, "no fork happened"
+    assert threads > 64, "no thread was replaced (no churn)"
+    assert ops > 0 and verified > 0
+
+
+# Self-checks: the same program must fail over a deliberately broken allocator
+# (tests/helpers/badalloc.c, built by tests/tests.mk).
+@pytest.mark.parametrize("fault,expect", [
+    ("realloc_lose", "after realloc"),
+    ("calloc_dirty", "not zero"),
+    ("fork_hang", "hung"),
+])
+def test_selfcheck_stress_long_detects(stress_built, fault, expect):
+    bad = os.path.join(BUILD, "tests", "badalloc.so")
+    if make(os.path.relpath(bad, ROOT)).returncode != 0 or not os.path.exists(bad):
+        pytest.skip("badalloc.so (tests/helpers/badalloc.c) is not available")
+    r, line = run(["-t", "8", "-f", "0.5", "-a", "2", "3"],
+                  {"BADALLOC": fault, "LD_PRELOAD": bad}, timeout=60)
+    assert r.returncode != 0, f"stress_long passed over a broken allocator ({fault}): {line}"
+    assert expect in r.stderr, r.stderr[-3000:]
+
+
+def test_selfcheck_stress_long_requires_hakmem(stress_built):
+    """-r without hakmem in the process must fail rather than pass vacuously."""
+    r, line = run(["-r", "-t", "2", "1"], {}, timeout=60)
+    assert r.returncode != 0 and "not hakmem" in r.stderr, line
