@@ -22,20 +22,37 @@ static void huge_unmap(hak_huge_t *h) {
     _hak_os_unmap(h, len);
 }
 
-/* Best fit that wastes at most a quarter (and keeps the alignment). */
-static hak_huge_t *cache_take(size_t maplen, size_t malign) {
+/* Best fit (keeping the alignment). Reusing resident memory beats a fresh mapping, whose
+ * every page faults on first touch, so a bigger mapping is taken too and its tail beyond
+ * a quarter of slack unmapped (after the lock is dropped: *tail, *tail_len). */
+static hak_huge_t *cache_take(size_t maplen, size_t malign, void **tail, size_t *tail_len) {
     hak_huge_t **best = NULL;
+    *tail = NULL;
+    *tail_len = 0;
     for (hak_huge_t **pp = &cache; *pp != NULL; pp = &(*pp)->next) {
         hak_huge_t *h = *pp;
-        if (h->maplen < maplen || h->maplen > maplen + maplen / 4 + HAK_SS_SIZE) continue;
-        if (((uintptr_t)h & (malign - 1)) != 0) continue;
+        if (h->maplen < maplen || ((uintptr_t)h & (malign - 1)) != 0) continue;
         if (best == NULL || h->maplen < (*best)->maplen) best = pp;
     }
     if (best == NULL) return NULL;
     hak_huge_t *h = *best;
     *best = h->next;
     cache_bytes -= h->maplen;
+    size_t keep = hak_align_up(maplen + maplen / 4, HAK_SS_SIZE);
+    if (h->maplen > keep) {
+        *tail = (char *)h + keep;
+        *tail_len = h->maplen - keep;
+        if (h->purged) HAK_STAT_SUB(huge_purged, *tail_len);
+        HAK_STAT_SUB(huge_mapped, *tail_len);
+        h->maplen = keep;
+    }
     return h;
+}
+
+static void unmap_tail(void *tail, size_t len) {
+    if (len == 0) return;
+    _hak_registry_remove(tail, len);
+    _hak_os_unmap(tail, len);
 }
 
 static size_t purge_cache_locked(bool all) {
@@ -45,6 +62,7 @@ static size_t purge_cache_locked(bool all) {
         if (h->purged || (!all && now - h->cached_at < (uint64_t)_hak_opt.purge_delay_ms)) continue;
         _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE);
         h->purged = 1;
+        h->thp_len = 0;
         HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
         HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);
         bytes += h->maplen - HAK_PAGE;
@@ -60,10 +78,13 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     size_t maplen = hak_align_up(off + (size ? size : 1), HAK_SS_SIZE);
     size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
 
+    void *tail;
+    size_t tail_len;
     hak_lock(&huge_lock);
-    hak_huge_t *h = cache_take(maplen, malign);
+    hak_huge_t *h = cache_take(maplen, malign, &tail, &tail_len);
     if (cache != NULL) purge_cache_locked(false);
     hak_unlock(&huge_lock);
+    unmap_tail(tail, tail_len);
     HAK_STAT_ADD(huge_allocs, 1);
     HAK_STAT_ADD(huge_live, 1);
     if (h != NULL) {
@@ -78,7 +99,9 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
         h->size = size;
         h->offset = off;
         h->state = HUGE_LIVE;
+        if (h->purged) h->thp_len = 0;     /* the purge split its huge pages */
         h->purged = 0;
+        _hak_os_thp_cover(h, off + size, &h->thp_len);
         return p;
     }
     HAK_STAT_ADD(bigcache_misses, 1);
@@ -98,6 +121,8 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     h->maplen = maplen;
     h->offset = off;
     h->state = HUGE_LIVE;
+    h->thp_len = 0;
+    _hak_os_thp_cover(h, off + size, &h->thp_len);
     return (char *)base + off;
 }
 
@@ -165,6 +190,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     size_t newlen = hak_align_up(need, HAK_SS_SIZE);
     if (newlen == h->maplen || (newlen < h->maplen && newlen > h->maplen / 2)) {
         h->size = size;                     /* fits the mapping we have */
+        _hak_os_thp_cover(h, need, &h->thp_len);
         return p;
     }
     if (newlen < h->maplen) {               /* shrink a lot: give the tail back */
@@ -173,13 +199,40 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         _hak_registry_remove(tail, tlen);
         _hak_os_unmap(tail, tlen);
         HAK_STAT_SUB(huge_mapped, tlen);
+        if (h->thp_len > newlen) h->thp_len = newlen;
         h->maplen = newlen;
         h->size = size;
         return p;
     }
     size_t oldlen = h->maplen;
-    void *nb;
-    if (!_hak_os_remap_aligned(h, oldlen, newlen, &nb)) { errno = ENOMEM; return NULL; }
+    /* Growing: in place if the address space after us is free; else into a cached mapping
+     * (a copy into resident memory, cheaper than faulting fresh pages in); else move the
+     * page tables to a fresh mapping. */
+    void *nb = mremap(h, oldlen, newlen, 0);
+    if (nb == MAP_FAILED) {
+        void *tail;
+        size_t tail_len;
+        hak_lock(&huge_lock);
+        hak_huge_t *c = cache_take(newlen, HAK_SS_SIZE, &tail, &tail_len);
+        hak_unlock(&huge_lock);
+        unmap_tail(tail, tail_len);
+        if (c != NULL) {
+            HAK_STAT_ADD(bigcache_hits, 1);
+            if (c->purged) HAK_STAT_SUB(huge_purged, c->maplen - HAK_PAGE);
+            c->offset = HAK_HUGE_HDR;
+            c->size = size;
+            c->state = HUGE_LIVE;
+            if (c->purged) c->thp_len = 0;
+            c->purged = 0;
+            _hak_os_thp_cover(c, c->offset + size, &c->thp_len);
+            memcpy((char *)c + c->offset, p, h->size);
+            HAK_STAT_ADD(huge_allocs, 1);       /* the old block is counted as freed */
+            HAK_STAT_ADD(huge_live, 1);
+            _hak_huge_free(h, p);
+            return (char *)c + c->offset;
+        }
+        if (!_hak_os_remap_aligned(h, oldlen, newlen, &nb)) { errno = ENOMEM; return NULL; }
+    }
     if (nb == (void *)h) {
         if (!_hak_registry_add_huge(h, (char *)h + oldlen, newlen - oldlen)) {
             mremap(h, newlen, oldlen, 0);
@@ -201,6 +254,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     _hak_stats_note_mapped();
     h->maplen = newlen;
     h->size = size;
+    _hak_os_thp_cover(h, h->offset + size, &h->thp_len);
     return (char *)h + h->offset;
 }
 
@@ -228,3 +282,4 @@ size_t _hak_huge_purge(bool all) {
 void _hak_huge_lock(void) { hak_lock(&huge_lock); }
 void _hak_huge_unlock(void) { hak_unlock(&huge_lock); }
 void _hak_huge_reset_lock(void) { hak_lock_reset(&huge_lock); }
+_Static_assert(sizeof(hak_huge_t) <= HAK_HUGE_HDR, "the huge header must fit before the payload");

@@ -126,6 +126,7 @@ void _hak_os_unmap(void *p, size_t size);
 void _hak_os_purge(void *p, size_t size);               /* per the purge option */
 bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, void **out);
 uint64_t _hak_now_ms(void);
+void _hak_os_thp_cover(void *base, size_t used, size_t *done);
 
 /* ---- options.c ---------------------------------------------------------------------- */
 typedef struct hak_options_s {

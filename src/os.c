@@ -10,7 +10,8 @@
 
 static _Atomic uintptr_t next_hint;   /* where the next aligned mapping probably fits */
 
-/* HAKMEM_THP: leave the system's choice, or ask for or against huge pages. */
+/* HAKMEM_THP=never|always: ask against or for huge pages on every mapping (auto: see
+ * _hak_os_thp_cover). */
 static void *thp_advise(void *p, size_t size) {
     if (_hak_opt.thp == 1) madvise(p, size, MADV_NOHUGEPAGE);
     else if (_hak_opt.thp == 2) madvise(p, size, MADV_HUGEPAGE);
@@ -66,6 +67,16 @@ bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, void **out) 
     if (p == MAP_FAILED) { munmap(dst, newlen); errno = ENOMEM; return false; }
     *out = p;
     return true;
+}
+
+/* HAKMEM_THP=auto: a huge block asks for transparent huge pages in the 2 MiB pages its
+ * payload fills entirely — one fault instead of 512 for each, and no page larger than what
+ * the program asked for. *done remembers how far the mapping was advised already. */
+void _hak_os_thp_cover(void *base, size_t used, size_t *done) {
+    size_t len = used & ~HAK_SS_MASK;
+    if (_hak_opt.thp != 0 || len <= *done) return;
+    madvise((char *)base + *done, len - *done, MADV_HUGEPAGE);
+    *done = len;
 }
 
 uint64_t _hak_now_ms(void) {

@@ -3,9 +3,11 @@
  * Any free run of units in any superslab can serve any class (the seeds' first design
  * tied a superslab to one class and churned through hundreds of mmaps). Returned spans
  * stay mapped and "dirty" (resident) for reuse; they are purged (MADV_DONTNEED by default)
- * once they have been free for the purge delay, or at once when dirty memory passes its
- * cap, and empty superslabs beyond the retain count are unmapped. All of this runs under
- * one lock, taken once per span (64 KiB or more of allocation), never per block. */
+ * once they have been free for the purge delay, or — oldest first — when dirty memory
+ * passes its cap. Empty superslabs beyond the retain count are unmapped once they have
+ * stayed empty for the purge delay: unmapping at once made a program that frees and
+ * allocates in waves pay mmap, munmap and a page fault per page every wave. All of this
+ * runs under one lock, taken once per span (64 KiB or more), never per block. */
 #include "internal.h"
 
 enum { SSL_NONE = 0, SSL_PARTIAL, SSL_EMPTY, SSL_FULL };
@@ -93,15 +95,44 @@ static size_t purge_locked(uint64_t now, bool all) {
     return bytes;
 }
 
-static void maybe_purge(void) {
-    if (dirty_bytes > (size_t)_hak_opt.dirty_max_mb << 20) {
-        purge_locked(0, true);
-        return;
+/* Over the cap: purge the superslabs dirty the longest until half the cap is left, so the
+ * memory most likely to be reused soon stays resident. */
+static void purge_oldest(size_t target) {
+    while (dirty_bytes > target) {
+        hak_superslab_t *oldest = NULL;
+        hak_superslab_t *lists[2] = { ss_partial, ss_empty };
+        for (int k = 0; k < 2; k++)
+            for (hak_superslab_t *ss = lists[k]; ss != NULL; ss = ss->next)
+                if (ss->dirty_mask && (oldest == NULL || ss->dirty_since < oldest->dirty_since))
+                    oldest = ss;
+        if (oldest == NULL) return;
+        purge_ss(oldest);
     }
-    if (dirty_bytes == 0) return;
+}
+
+static void unmap_idle_empty(uint64_t now, bool all) {
+    size_t keep = all ? 0 : (size_t)_hak_opt.superslab_retain;
+    uint64_t delay = (uint64_t)_hak_opt.purge_delay_ms;
+    hak_superslab_t *ss = ss_empty;
+    for (size_t i = 0; ss != NULL; i++) {              /* most recently emptied first */
+        hak_superslab_t *next = ss->next;
+        if (i >= keep && (all || now - ss->empty_since >= delay)) {
+            ss_remove(&ss_empty, ss);
+            n_empty--;
+            ss_unmap(ss);
+        }
+        ss = next;
+    }
+}
+
+static void maybe_purge(void) {
+    size_t cap = (size_t)_hak_opt.dirty_max_mb << 20;
+    if (dirty_bytes > cap) purge_oldest(cap / 2);
+    if (dirty_bytes == 0 && n_empty <= (size_t)_hak_opt.superslab_retain) return;
     uint64_t now = _hak_now_ms();
     if (now < next_purge_at) return;
     purge_locked(now, false);
+    unmap_idle_empty(now, false);
     next_purge_at = now + (uint64_t)_hak_opt.purge_delay_ms / 4 + 1;
 }
 
@@ -192,15 +223,8 @@ void _hak_pool_release(hak_span_t *s) {
     if (ss->free_mask == HAK_UNITS_ALL) {
         ss_remove(&ss_partial, ss);
         ss_push(&ss_empty, ss, SSL_EMPTY);
+        ss->empty_since = _hak_now_ms();
         n_empty++;
-        if (n_empty > (size_t)_hak_opt.superslab_retain) {
-            /* unmap the oldest empty superslab (the list's tail) */
-            hak_superslab_t *old = ss_empty;
-            while (old->next) old = old->next;
-            ss_remove(&ss_empty, old);
-            n_empty--;
-            ss_unmap(old);
-        }
     }
     maybe_purge();
     hak_unlock(&pool_lock);
@@ -210,16 +234,11 @@ void _hak_pool_release(hak_span_t *s) {
  * with `all` unmap every empty superslab. */
 size_t _hak_pool_purge(bool all) {
     hak_lock(&pool_lock);
-    size_t bytes = purge_locked(_hak_now_ms(), all);
-    if (all) {
-        while (ss_empty != NULL) {
-            hak_superslab_t *ss = ss_empty;
-            ss_remove(&ss_empty, ss);
-            n_empty--;
-            ss_unmap(ss);
-            bytes += HAK_SS_SIZE;
-        }
-    }
+    uint64_t now = _hak_now_ms();
+    size_t bytes = purge_locked(now, all);
+    size_t before = n_empty;
+    unmap_idle_empty(now, all);
+    bytes += (before - n_empty) * HAK_SS_SIZE;
     hak_unlock(&pool_lock);
     return bytes;
 }

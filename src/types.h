@@ -101,6 +101,7 @@ struct hak_superslab_s {
     uint32_t free_mask;            /* units not in any span (pool lock) */
     uint32_t dirty_mask;           /* free units touched since mapped or purged */
     uint64_t dirty_since;          /* ms when dirty_mask last became non-zero */
+    uint64_t empty_since;          /* ms when the last span left (on the empty list) */
     hak_superslab_t *next, *prev;  /* pool list: partial or empty */
     uint8_t  list;                 /* which pool list */
     hak_span_t spans[HAK_UNITS] __attribute__((aligned(64)));  /* meta of span heads */
@@ -115,6 +116,7 @@ struct hak_huge_s {
     uint32_t state;                /* HUGE_LIVE or HUGE_CACHED */
     uint32_t purged;               /* cached and madvised: payload reads as zero */
     uint64_t cached_at;            /* ms */
+    size_t   thp_len;              /* bytes from the start advised MADV_HUGEPAGE */
 };
 
 typedef struct hak_tcache_s {
