@@ -120,25 +120,32 @@ static void test_malloc_sizes(void)
     free(z2);
 
     /* Every size from 1 to 4096, all live at once: alignment, usable size, contents,
-     * and no two blocks overlapping. */
+     * and no two blocks overlapping. Each block is written over its whole usable size,
+     * which the caller may use: an overstated malloc_usable_size shows up as a neighbour's
+     * damaged contents or as overlapping spans. */
     enum { N = 4096 };
     static void *blocks[N + 1];
+    static size_t usable[N + 1];
     static struct span spans[N + 1];
     for (size_t s = 1; s <= N; s++) {
         blocks[s] = malloc(s);
         check_block(blocks[s], s, min_align_for(s), "malloc");
-        if (blocks[s])
-            fill(blocks[s], s, s);
+        if (blocks[s]) {
+            usable[s] = malloc_usable_size(blocks[s]);
+            fill(blocks[s], usable[s], s);
+        }
     }
     size_t live = 0;
     for (size_t s = 1; s <= N; s++) {
         if (!blocks[s])
             continue;
-        size_t bad = verify(blocks[s], s, s);
-        CHECK(bad == s, "malloc(%zu): byte %zu changed while other blocks were written", s, bad);
-        spans[live++] = (struct span){(uintptr_t)blocks[s], s};
+        size_t bad = verify(blocks[s], usable[s], s);
+        CHECK(bad == usable[s],
+              "malloc(%zu) (usable %zu): byte %zu changed while other blocks were written", s,
+              usable[s], bad);
+        spans[live++] = (struct span){(uintptr_t)blocks[s], usable[s]};
     }
-    check_disjoint(spans, live, "malloc 1..4096");
+    check_disjoint(spans, live, "malloc 1..4096 (usable sizes)");
     /* Free in an interleaved order, then again in the other direction with fresh blocks. */
     for (size_t s = 1; s <= N; s += 2)
         free(blocks[s]);
