@@ -28,12 +28,13 @@ DET_ENV = {
 }
 
 
-def _run(cmd, cwd, preload, timeout, stdin=None):
+def _run(cmd, cwd, preload, timeout, stdin=None, hak_env=None):
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     env.update(DET_ENV)
     extra = {}
     if preload and not SYSTEM_MODE:
         extra["LD_PRELOAD"] = LIB_SO
+        extra.update(hak_env or {})
     env.update(extra)
     try:
         r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=timeout,
@@ -43,12 +44,12 @@ def _run(cmd, cwd, preload, timeout, stdin=None):
     return r, repro(cmd, extra) + f"   # in {cwd}"
 
 
-def compare(cmd, cwd, timeout=300, check_rc0=True):
-    """Runs cmd without and with hakmem; asserts equal stdout and exit status and a clean
-    stderr. Returns the (hakmem) CompletedProcess."""
+def compare(cmd, cwd, timeout=300, check_rc0=True, hak_env=None):
+    """Runs cmd without and with hakmem (with the HAKMEM_* settings in hak_env); asserts
+    equal stdout and exit status and a clean stderr. Returns the (hakmem) result."""
     ensure_built()
     base, _ = _run(cmd, cwd, False, timeout)
-    hak, line = _run(cmd, cwd, True, timeout)
+    hak, line = _run(cmd, cwd, True, timeout, hak_env=hak_env)
     err = hak.stderr.decode(errors="replace")
     bad = [l for l in err.splitlines() if "hakmem" in l.lower()]
     assert not bad, f"hakmem wrote to stderr:\n{tail(err)}\nreproduce: {line}"
@@ -83,6 +84,15 @@ def test_python(tmp_path):
     assert b"json bytes" in r.stdout and b"shared" in r.stdout
 
 
+def test_python_checked_mode(tmp_path):
+    """hakmem's checked mode (double frees, overruns, use after free) must not report
+    anything in a correct program, nor change its output."""
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1")
+    compare([python_exe(), os.path.join(HERE, "workload.py")], str(tmp_path),
+            hak_env={"HAKMEM_CHECK": "1"})
+
+
 def test_gcc(tmp_path):
     gcc = ensure_tool("gcc", "gcc")
     src = os.path.join(HERE, "prog.c")
@@ -102,6 +112,9 @@ def test_gxx_new_delete(tmp_path):
     compare([gxx, "-std=c++17", "-O2", "-Wall", "-pthread", "-o", exe, src], str(tmp_path))
     r = compare([exe], str(tmp_path))
     assert b"aligned ok" in r.stdout
+    if not SYSTEM_MODE:
+        # Checked mode verifies sized and aligned deletes against the block.
+        compare([exe], str(tmp_path), hak_env={"HAKMEM_CHECK": "1"})
     assert b"nothrow huge: nullptr" in r.stdout and b"throwing huge new: bad_alloc" in r.stdout
 
 
