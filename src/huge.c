@@ -208,8 +208,9 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     /* Growing: in place if the address space after us is free; else into a cached mapping
      * (a copy into resident memory, cheaper than faulting fresh pages in); else move the
      * page tables to a fresh mapping. */
-    void *nb = mremap(h, oldlen, newlen, 0);
-    if (nb == MAP_FAILED) {
+    size_t split = h->thp_len;
+    void *nb = NULL;
+    if (!_hak_os_remap_aligned_inplace(h, oldlen, newlen, split)) {
         void *tail;
         size_t tail_len;
         hak_lock(&huge_lock);
@@ -231,11 +232,13 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
             _hak_huge_free(h, p);
             return (char *)c + c->offset;
         }
-        if (!_hak_os_remap_aligned(h, oldlen, newlen, &nb)) { errno = ENOMEM; return NULL; }
+        if (!_hak_os_remap_aligned(h, oldlen, newlen, split, &nb)) { errno = ENOMEM; return NULL; }
+    } else {
+        nb = h;
     }
     if (nb == (void *)h) {
         if (!_hak_registry_add_huge(h, (char *)h + oldlen, newlen - oldlen)) {
-            mremap(h, newlen, oldlen, 0);
+            munmap((char *)h + oldlen, newlen - oldlen);
             errno = ENOMEM;
             return NULL;
         }

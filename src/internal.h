@@ -124,7 +124,8 @@ void _hak_huge_reset_lock(void);
 void *_hak_os_map_aligned(size_t size, size_t align);   /* NULL + ENOMEM on failure */
 void _hak_os_unmap(void *p, size_t size);
 void _hak_os_purge(void *p, size_t size);               /* per the purge option */
-bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, void **out);
+bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out);
+bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split);
 uint64_t _hak_now_ms(void);
 void _hak_os_thp_cover(void *base, size_t used, size_t *done);
 

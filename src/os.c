@@ -56,16 +56,34 @@ void _hak_os_purge(void *p, size_t size) {
     madvise(p, size, MADV_DONTNEED);
 }
 
-/* Grows or moves a mapping to newlen, keeping it 2 MiB aligned: in place if the kernel
- * can extend it, else page tables move into a fresh aligned reservation (no copy). */
-bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, void **out) {
-    void *p = mremap(old, oldlen, newlen, 0);
-    if (p != MAP_FAILED) { *out = p; return true; }
-    void *dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
+/* Growing a mapping to newlen keeping it 2 MiB aligned: in place if the kernel can extend
+ * it (_inplace), else its page tables move into a fresh aligned reservation (no copy). The
+ * first `split` bytes may be a VMA of their own (advised MADV_HUGEPAGE), and mremap works
+ * on one VMA at a time: the tail grows, the head moves separately. */
+/* In place only (the tail VMA grows): true if it did. */
+bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split) {
+    if (split >= oldlen) split = 0;
+    return mremap((char *)old + split, oldlen - split, newlen - split, 0) != MAP_FAILED;
+}
+
+bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out) {
+    char *o = old;
+    if (split >= oldlen) split = 0;            /* one VMA */
+    char *dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
     if (dst == NULL) return false;
-    p = mremap(old, oldlen, newlen, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
-    if (p == MAP_FAILED) { munmap(dst, newlen); errno = ENOMEM; return false; }
-    *out = p;
+    if (split && mremap(o, split, split, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == MAP_FAILED) {
+        munmap(dst, newlen);
+        errno = ENOMEM;
+        return false;
+    }
+    if (mremap(o + split, oldlen - split, newlen - split, MREMAP_MAYMOVE | MREMAP_FIXED,
+               dst + split) == MAP_FAILED) {
+        if (split) mremap(dst, split, split, MREMAP_MAYMOVE | MREMAP_FIXED, o);   /* undo */
+        munmap(dst + split, newlen - split);
+        errno = ENOMEM;
+        return false;
+    }
+    *out = dst;
     return true;
 }
 
