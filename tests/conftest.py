@@ -26,6 +26,8 @@ SYSTEM_MODE = os.environ.get("HAKMEM_TEST_SYSTEM", "") == "1"
 
 # How a C test program is run: under LD_PRELOAD, or its statically linked variant.
 VARIANTS = ["preload", "static"]
+# ... and, for some programs, also fully static (-static, glibc's libc.a + libhakmem.a).
+VARIANTS_FULL = VARIANTS + ["fullstatic"]
 
 _made = False
 
@@ -48,6 +50,18 @@ def ensure_built():
     if r.returncode != 0:
         pytest.fail("building the library and test programs failed:\n"
                     + r.stdout[-4000:] + r.stderr[-4000:], pytrace=False)
+
+
+def build_fullstatic(path):
+    """Builds a -static variant; skips where the C library has no static archive."""
+    libc_a = subprocess.run([os.environ.get("CC", "cc"), "-print-file-name=libc.a"],
+                            capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(libc_a) or not os.path.exists(libc_a):
+        pytest.skip("no static libc.a: fully static programs cannot be linked here")
+    r = make(os.path.relpath(path, ROOT))
+    if r.returncode != 0:
+        pytest.fail("building %s failed:\n%s%s" % (path, tail(r.stdout), tail(r.stderr)),
+                    pytrace=False)
 
 
 def repro(cmd, env_extra):
@@ -78,6 +92,10 @@ def run_program(name, args=(), variant="preload", timeout=120, env=None, expect_
         args.append("--hakmem")
     elif variant == "static":
         path = os.path.join(TEST_BUILD, name + ".static")
+        args.append("--hakmem")
+    elif variant == "fullstatic":
+        path = os.path.join(TEST_BUILD, name + ".fullstatic")
+        build_fullstatic(path)
         args.append("--hakmem")
     else:
         raise ValueError(variant)

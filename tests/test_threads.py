@@ -2,11 +2,11 @@
 before main's first malloc, blocks outliving their thread, key destructors that allocate."""
 import pytest
 
-from conftest import VARIANTS, run_program
+from conftest import VARIANTS, VARIANTS_FULL, run_program
 from test_api import _run_broken
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS_FULL)
 def test_thread_churn_rss_bounded(variant):
     # 5000 threads, 8 at a time; VmRSS may grow at most 64 MiB past the warm-up.
     r = run_program("thread_churn", ["5000", "8", "64"], variant=variant, timeout=180)
@@ -20,7 +20,7 @@ def test_thread_churn_many_alive(variant):
     assert " 0 failed" in r.stderr
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS_FULL)
 def test_threads_before_first_malloc(variant):
     run_program("thread_first", variant=variant, timeout=60)
 

@@ -61,3 +61,11 @@ $(TEST_BUILD)/unit/%: tests/unit/%.c $(BUILD)/libhakmem_api.a $(wildcard src/*.h
 test-progs: $(TEST_BUILD)/badalloc.so
 $(TEST_BUILD)/badalloc.so: tests/helpers/badalloc.c | $(TEST_BUILD)
 	$(CC) -O1 -g -fPIC -shared -Wall -o $@ $< -lpthread
+
+# Fully static variants (-static: glibc's libc.a with hakmem's malloc), built on demand by
+# conftest.py for the tests that use them; the system may lack libc.a, so `test-progs`
+# does not require them.
+$(TEST_BUILD)/%.fullstatic: tests/api/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(TEST_BUILD)
+	$(CC) $(TEST_CFLAGS) -static -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
+$(TEST_BUILD)/%.fullstatic: tests/stress/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(TEST_BUILD)
+	$(CC) $(TEST_CFLAGS) -static -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
