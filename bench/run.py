@@ -389,7 +389,7 @@ def noisy(per, threshold):
 
 
 def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, extra_rounds=0,
-               cv_threshold=0.10, log=print):
+               cv_threshold=0.10, log=print, load_samples=None):
     """Runs every cell under every allocator, interleaved; returns the raw run records.
 
     After the first `runs` rounds, a cell whose CV exceeds cv_threshold for any allocator gets
@@ -418,6 +418,11 @@ def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, extra_round
                 else:
                     log("  FAIL %s / %s: %s\n       reproduce: %s" % (cell.name, a, rec["error"], rec["cmd"]))
             r += 1
+        if load_samples is not None:
+            try:
+                load_samples.append(os.getloadavg()[0])
+            except OSError:
+                pass
         med = {a: (statistics.median(v) if v else None) for a, v in per.items()}
         log("%-18s %s%s" % (cell.name, "  ".join("%s %s" % (a, fmt_rate(med[a])) for a in names),
                             "  (%d rounds)" % r if r > runs else ""))
@@ -469,6 +474,13 @@ def markdown_tables(cells, allocs, summary, meta):
     L = []
     L.append("Machine: %s" % machine_line(meta["machine"]))
     L.append("")
+    busy = meta["machine"].get("loadavg_max")
+    cores = meta["machine"].get("cores_usable") or meta["machine"].get("cores") or 1
+    if busy is not None and busy > 1.5 * cores:
+        L.append("**The machine was busy during this run** (1-minute load average up to %s on %s "
+                 "cores): other work competed for the CPUs, so ratios are less reliable than usual."
+                 % (busy, cores))
+        L.append("")
     L.append("Command: `%s` (mode %s, %d interleaved runs per cell, up to %d more where the CV "
              "exceeded %.0f%%)" % (meta["command"], meta["mode"], meta["runs"], meta.get("extra_rounds", 0),
                                   100 * meta.get("cv_threshold", 0.10)))
@@ -924,9 +936,12 @@ def main(argv=None):
                                 v.get("ops_small"), v.get("error") or ""])
     else:
         extra = conf["extra"] if args.extra_rounds is None else args.extra_rounds
+        loads = []
         records = run_matrix(cells, allocs, binaries, args.mode, runs, timeout,
                              conf["warmup"] and not args.runs, extra_rounds=extra,
-                             cv_threshold=args.cv_threshold)
+                             cv_threshold=args.cv_threshold, load_samples=loads)
+        if loads:
+            meta["machine"]["loadavg_max"] = round(max(loads), 2)
         summary = summarize_records(cells, allocs, records)
         md = markdown_tables(cells, allocs, summary, meta)
         write_csv(os.path.join(out_dir, "runs.csv"), records)

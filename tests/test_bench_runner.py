@@ -367,3 +367,13 @@ def test_noisy():
     assert not run.noisy({"a": [10, 10.5, 9.5]}, 0.10)
     assert run.noisy({"a": [10, 10, 10], "b": [10, 20, 5]}, 0.10)
     assert not run.noisy({"a": [10]}, 0.10)
+
+
+def test_markdown_warns_when_the_machine_was_busy():
+    cells = [c for c in run.CELLS if c.name == "tiny_hot_64"]
+    allocs = {"glibc": None}
+    s = run.summarize_records(cells, allocs, [_record("tiny_hot_64", "glibc", 0, 10.0)])
+    meta = _meta(allocs)
+    assert "machine was busy" not in run.markdown_tables(cells, allocs, s, meta)
+    meta["machine"]["loadavg_max"] = 9.5
+    assert "machine was busy" in run.markdown_tables(cells, allocs, s, meta)
