@@ -88,6 +88,14 @@ static SLOW_PATH void free_suspect(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     tc_push(h, tc, p);
 }
 
+/* Another thread's block: freed remotely, unless its thread has exited, in which case this
+ * thread adopts the span and frees locally. */
+static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p) {
+    hak_span_t *s = &ss->spans[u->span];
+    if (relaxed_load(&u->owner) == NULL && _hak_heap_adopt_on_free(s, p)) return;
+    _hak_span_free_remote(s, p);
+}
+
 /* A block in the thread's cache carries the cache's address in its second word: a free
  * that finds it there may be a double free, which free_suspect settles. */
 HAK_EXPORT void hak_free(void *p) {
@@ -102,7 +110,7 @@ HAK_EXPORT void hak_free(void *p) {
             tc_push(h, tc, p);
             return;
         }
-        _hak_span_free_remote(&ss->spans[u->span], p);
+        free_other(ss, u, p);
         return;
     }
     free_slow(p);

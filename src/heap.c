@@ -145,9 +145,10 @@ static hak_span_t *adopt(hak_heap_t *h, size_t c) {
 }
 
 static void abandon(hak_span_t *s) {
+    hak_lock(&aband_lock);               /* owner and list change under the lock, where
+                                            _hak_heap_adopt_on_free reads them */
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_ABANDONED;
-    hak_lock(&aband_lock);
     hak_span_t *head = relaxed_load(&abandoned[s->cls]);
     s->prev = NULL;
     s->next = head;
@@ -266,6 +267,38 @@ static void return_block(hak_heap_t *h, void *b) {
         s->list = SPAN_LOOSE;
         span_release(s);
     }
+}
+
+/* A free found its span abandoned (its thread exited): the freeing thread takes it over,
+ * so its later frees into the span are local, and its mallocs reuse the blocks. Servers
+ * that hand work to fresh threads stop paying a CAS per free. The block goes straight home
+ * (not into the tcache, where it would pin the span). false: someone else owns the span
+ * now (the caller frees remotely). */
+bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
+    hak_heap_t *h = _hak_thread_heap;
+    if (h == &_hak_empty_heap && (h = _hak_heap_thread_init()) == NULL) return false;
+    hak_lock(&aband_lock);
+    if (s->list != SPAN_ABANDONED || relaxed_load(&s->owner) != NULL) {
+        hak_unlock(&aband_lock);
+        return false;
+    }
+    if (s->prev) s->prev->next = s->next; else relaxed_store(&abandoned[s->cls], s->next);
+    if (s->next) s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    _hak_span_set_owner(s, h);
+    s->list = SPAN_LOOSE;
+    hak_unlock(&aband_lock);
+    _hak_span_collect_remote(s);
+    hak_bin_t *bin = &h->bins[s->cls];
+    if (s->free == NULL && s->bump == s->end && _hak_span_try_mark_full(s)) {
+        s->list = SPAN_FULL;
+        list_push(&bin->full, s);
+    } else {
+        s->list = SPAN_PARTIAL;                /* has blocks, or a remote free just came */
+        list_push(&bin->partial, s);
+    }
+    return_block(h, p);
+    return true;
 }
 
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and

@@ -106,6 +106,7 @@ bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p);
 hak_heap_t *_hak_heap_thread_init(void);
 void _hak_heap_thread_exit(void *heap);
 void _hak_heap_sweep_abandoned(void);
+bool _hak_heap_adopt_on_free(hak_span_t *s, void *p);
 void _hak_heap_lock_all(void);
 void _hak_heap_unlock_all(void);
 void _hak_heap_after_fork_child(void);
