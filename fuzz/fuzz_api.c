@@ -614,10 +614,31 @@ static void op_calloc(struct input *in, int s, int array_realloc)
     adopt(b, 0, 0, s);
 }
 
+/* A new size near the block's own size or usable size: the in-place paths (shrink, grow
+ * into the slack, grow a huge mapping) sit at these borders. */
+static size_t relative_size(const struct blk *b, unsigned mode)
+{
+    size_t sz = b->size, u = b->usable, r;
+    switch (mode % 10) {
+    case 0: r = u; break;
+    case 1: r = u + 1; break;
+    case 2: r = sz + 1; break;
+    case 3: r = sz ? sz - 1 : 0; break;
+    case 4: r = sz / 2; break;
+    case 5: r = sz * 2; break;
+    case 6: r = sz + 4096; break;
+    case 7: r = sz + 2 * MIB; break;
+    case 8: r = (sz + MIB) & ~(MIB - 1); break;
+    default: r = sz > 4096 ? sz - 4096 : 1; break;
+    }
+    return r > 2 * FZ_HUGE_MAX ? 2 * FZ_HUGE_MAX : r;
+}
+
 static void op_realloc(struct input *in, int s)
 {
     struct blk *b = &slots[s];
-    size_t size = get_size(in, 1);
+    unsigned mode = u8(in);
+    size_t size = mode >= 192 && b->p ? relative_size(b, mode) : get_size(in, 1);
     log_op("hak_realloc(%p, %zu) slot %d (old size %zu)", (void *)b->p, size, s, b->size);
     if (b->p)
         blk_check(b, 0, b->usable, "before hak_realloc");

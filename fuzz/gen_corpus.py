@@ -39,9 +39,16 @@ def seeds():
     # a block grown through every tier by realloc, then shrunk, then reallocarray
     s["realloc_chain"] = b"".join(
         [op("malloc", 5, tiny(17))] +
-        [op("realloc", 5, b) for b in (tiny(1000), mid(2000), mid(60000), large(70000),
-                                       large(900000), huge(2000000), tiny(3))] +
-        [op("reallocarray", 5, bytes([2 << 3]), tiny(700)), op("realloc", 5, tiny(0))])
+        [op("realloc", 5, bytes([0]), b) for b in (tiny(1000), mid(2000), mid(60000),
+                                                    large(70000), large(900000),
+                                                    huge(2000000), tiny(3))] +
+        [op("realloc", 5, bytes([192 + m])) for m in range(10)] +
+        [op("reallocarray", 5, bytes([2 << 3]), tiny(700)), op("realloc", 5, bytes([0]), tiny(0))])
+    # in-place realloc borders of a huge, a large and a tiny block
+    s["realloc_in_place"] = b"".join(
+        [op("malloc", 1, huge(1200000)), op("malloc", 2, large(100000)),
+         op("malloc", 3, tiny(40))] +
+        [op("realloc", 1 + i % 3, bytes([192 + i % 10])) for i in range(30)])
     # every alignment with each aligned function
     a = b""
     for i in range(32):
@@ -59,7 +66,7 @@ def seeds():
     # requests that must fail, border sizes, edge cases
     f = b""
     for i in range(7):
-        f += op("malloc", i, failing(i)) + op("realloc", 8, failing(i))
+        f += op("malloc", i, failing(i)) + op("realloc", 8, bytes([0]), failing(i))
     f += op("calloc", 1, bytes([7])) + op("reallocarray", 2, bytes([15]))
     for i in range(0, 60, 3):
         f += op("malloc", 20 + i % 40, border(i))
