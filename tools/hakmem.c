@@ -1,0 +1,272 @@
+/* hakmem — the command-line front end: run a program under hakmem, show the options.
+ *
+ *   hakmem run [--stats] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]
+ *   hakmem options
+ *   hakmem version
+ *
+ * The command links the hak_* API only (libhakmem_api.a): its own malloc stays glibc's,
+ * and it never needs the preload itself. It uses the library's option table to check
+ * --set names and values before the program starts, so a typo fails here, loudly, instead
+ * of becoming a warning line inside the program's stderr.
+ *
+ * `run` never initialises hakmem in this process (hak_option_set before initialisation
+ * only parses; hak_option_get only reads), so nothing of this process's own state leaks
+ * into the program: the options reach it through HAKMEM_* variables, as they would from a
+ * shell.
+ *
+ * Finding libhakmem.so (the first that exists wins; see docs/OPTIONS.md):
+ *   1. --lib PATH
+ *   2. <dir>/../lib/libhakmem.so    where <dir> holds this executable (installed layout:
+ *                                   PREFIX/bin/hakmem beside PREFIX/lib/libhakmem.so)
+ *   3. <dir>/libhakmem.so           the build tree: build/hakmem beside build/libhakmem.so
+ * <dir> comes from /proc/self/exe, so symlinks to the command and PATH lookups do not
+ * matter. The library path is made absolute, because the program may change directory
+ * before it starts a child that inherits LD_PRELOAD.
+ *
+ * Exit status of `run`: the program's own (exec replaces this process); 125 when hakmem
+ * itself fails (bad arguments, unknown option, no library); 126 when the program exists but
+ * cannot be executed; 127 when it is not found — the conventions of env(1) and timeout(1).
+ * The other commands exit 0, or 2 on a usage error. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hakmem.h"
+
+enum { EXIT_USAGE = 2, EXIT_RUN_FAILED = 125, EXIT_CANNOT_EXEC = 126, EXIT_NOT_FOUND = 127 };
+
+static const char usage_text[] =
+    "usage: hakmem run [--stats] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]\n"
+    "       hakmem options\n"
+    "       hakmem version\n"
+    "       hakmem --help\n"
+    "\n"
+    "commands:\n"
+    "  run      run PROGRAM with hakmem as its allocator (LD_PRELOAD=libhakmem.so)\n"
+    "             --stats            print hakmem's statistics when the program exits\n"
+    "                                (HAKMEM_STATS=1; to a file with --set STATS_FILE=PATH)\n"
+    "             --set NAME=VALUE   set option HAKMEM_NAME=VALUE; the name and value are\n"
+    "                                checked against the option table first\n"
+    "             --lib PATH         preload this libhakmem.so instead of the one found\n"
+    "                                beside the command (../lib/, then its own directory)\n"
+    "           exit status: the program's; 125 if hakmem fails, 126 if the program\n"
+    "           cannot be executed, 127 if it is not found\n"
+    "  options  print every option with its value from the environment, default, accepted\n"
+    "           values and description\n"
+    "  version  print hakmem's version\n";
+
+static void usage(FILE *out) { fputs(usage_text, out); }
+
+static int usage_error(const char *fmt, const char *arg, int status) {
+    fputs("hakmem: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n(see `hakmem --help`)\n", stderr);
+    return status;
+}
+
+/* ---- the option table ----------------------------------------------------------------- */
+
+/* What the option table says option `name` accepts (its "accepts" column), into buf; an
+ * empty string when it cannot be found. The library prints the table; this reads it back
+ * from memory rather than duplicating the table here. */
+static void option_accepts(const char *name, char *buf, size_t cap) {
+    buf[0] = 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL) return;
+    hak_options_print(f);
+    fclose(f);
+    char var[160];
+    snprintf(var, sizeof var, "HAKMEM_%s", name);
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        /* columns: option value default accepts description */
+        char opt[128], value[128], def[128], acc[256];
+        if (sscanf(line, "%127s %127s %127s %255s", opt, value, def, acc) == 4 &&
+            strcmp(opt, var) == 0) {
+            snprintf(buf, cap, "%s", acc);
+            break;
+        }
+        line = next;
+    }
+    free(text);
+}
+
+/* NAME=VALUE from --set: the option name upper-cased, without a HAKMEM_ prefix, checked
+ * against the table; on success *env_out is "HAKMEM_NAME=VALUE" (allocated). */
+static int parse_set(const char *arg, char **env_out) {
+    const char *eq = strchr(arg, '=');
+    if (eq == NULL || eq == arg)
+        return usage_error("--set wants NAME=VALUE, got '%s'", arg, EXIT_RUN_FAILED);
+    size_t n = (size_t)(eq - arg);
+    char name[128];
+    if (n >= sizeof name)
+        return usage_error("option name too long in --set %s", arg, EXIT_RUN_FAILED);
+    for (size_t i = 0; i < n; i++)         /* purge-delay-ms means PURGE_DELAY_MS */
+        name[i] = arg[i] == '-' ? '_' : (char)toupper((unsigned char)arg[i]);
+    name[n] = 0;
+    const char *bare = strncmp(name, "HAKMEM_", 7) == 0 ? name + 7 : name;
+    const char *value = eq + 1;
+
+    /* STATS_FILE is the one text option: outside the numeric table, any value goes. */
+    if (strcmp(bare, "STATS_FILE") != 0) {
+        errno = 0;
+        if (hak_option_get(bare) == -1 && errno == EINVAL) {
+            fprintf(stderr, "hakmem: unknown option '%.*s' in --set %s "
+                    "(`hakmem options` lists them)\n", (int)n, arg, arg);
+            return EXIT_RUN_FAILED;
+        }
+        /* This process never initialises hakmem, so setting it here only checks the value. */
+        if (hak_option_set(bare, value) != 0) {
+            char acc[256];
+            option_accepts(bare, acc, sizeof acc);
+            fprintf(stderr, "hakmem: bad value '%s' for HAKMEM_%s (accepts %s)\n", value, bare,
+                    acc[0] ? acc : "what `hakmem options` lists");
+            return EXIT_RUN_FAILED;
+        }
+    }
+    size_t need = 7 + strlen(bare) + 1 + strlen(value) + 1;
+    char *env = malloc(need);
+    if (env == NULL) { perror("hakmem"); return EXIT_RUN_FAILED; }
+    snprintf(env, need, "HAKMEM_%s=%s", bare, value);
+    *env_out = env;
+    return 0;
+}
+
+/* ---- finding the library ------------------------------------------------------------- */
+
+/* Absolute, canonical path of `path` into out (PATH_MAX) if it is a readable file. */
+static int usable_library(const char *path, char *out) {
+    if (access(path, R_OK) != 0) return 0;
+    return realpath(path, out) != NULL;
+}
+
+/* The libhakmem.so to preload, into out (PATH_MAX); 0 and a message when none is found. */
+static int find_library(const char *explicit_path, char *out) {
+    if (explicit_path) {
+        if (usable_library(explicit_path, out)) return 1;
+        fprintf(stderr, "hakmem: --lib %s: %s\n", explicit_path, strerror(errno));
+        return 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "hakmem: cannot find my own location (/proc/self/exe: %s); "
+                "give the library with --lib PATH\n", strerror(errno));
+        return 0;
+    }
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    const char *candidates[] = { "/../lib/libhakmem.so", "/libhakmem.so" };
+    char tried[2][PATH_MAX];
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(tried[i], sizeof tried[i], "%s%s", exe, candidates[i]);
+        if (usable_library(tried[i], out)) return 1;
+    }
+    fprintf(stderr, "hakmem: libhakmem.so not found (tried %s and %s); "
+            "give it with --lib PATH\n", tried[0], tried[1]);
+    return 0;
+}
+
+/* LD_PRELOAD with the library first, so its malloc wins over any other preload. */
+static int set_preload(const char *lib) {
+    /* The dynamic loader splits LD_PRELOAD at spaces and colons. */
+    if (strpbrk(lib, " :\t\n")) {
+        fprintf(stderr, "hakmem: cannot preload %s: LD_PRELOAD cannot hold a path with "
+                "spaces or colons\n", lib);
+        return 0;
+    }
+    const char *old = getenv("LD_PRELOAD");
+    if (old == NULL || *old == 0) return setenv("LD_PRELOAD", lib, 1) == 0;
+    size_t need = strlen(lib) + 1 + strlen(old) + 1;
+    char *v = malloc(need);
+    if (v == NULL) return 0;
+    snprintf(v, need, "%s:%s", lib, old);
+    int ok = setenv("LD_PRELOAD", v, 1) == 0;
+    free(v);
+    return ok;
+}
+
+/* ---- commands ------------------------------------------------------------------------- */
+
+static int cmd_run(int argc, char **argv) {
+    int stats = 0, i = 0;
+    const char *lib_arg = NULL;
+    char **envs = calloc((size_t)argc + 1, sizeof *envs);
+    size_t n_envs = 0;
+    if (envs == NULL) { perror("hakmem"); return EXIT_RUN_FAILED; }
+
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) { i++; break; }
+        if (a[0] != '-') break;                      /* the program */
+        if (strcmp(a, "--stats") == 0) {
+            stats = 1;
+        } else if (strcmp(a, "--set") == 0 || strncmp(a, "--set=", 6) == 0) {
+            const char *v = a[5] == '=' ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
+            if (v == NULL) return usage_error("%s wants NAME=VALUE", a, EXIT_RUN_FAILED);
+            int rc = parse_set(v, &envs[n_envs]);
+            if (rc != 0) return rc;
+            n_envs++;
+        } else if (strcmp(a, "--lib") == 0 || strncmp(a, "--lib=", 6) == 0) {
+            lib_arg = a[5] == '=' ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
+            if (lib_arg == NULL) return usage_error("%s wants a path", a, EXIT_RUN_FAILED);
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            return usage_error("run: unknown argument '%s'", a, EXIT_RUN_FAILED);
+        }
+    }
+    if (i >= argc) return usage_error("run: no program given%s", "", EXIT_RUN_FAILED);
+
+    char lib[PATH_MAX];
+    if (!find_library(lib_arg, lib)) return EXIT_RUN_FAILED;
+    if (!set_preload(lib)) return EXIT_RUN_FAILED;
+    if (stats && setenv("HAKMEM_STATS", "1", 1) != 0) { perror("hakmem"); return EXIT_RUN_FAILED; }
+    for (size_t k = 0; k < n_envs; k++)          /* --set after --stats: it may say STATS=0 */
+        if (putenv(envs[k]) != 0) { perror("hakmem"); return EXIT_RUN_FAILED; }
+
+    execvp(argv[i], argv + i);
+    int err = errno;
+    fprintf(stderr, "hakmem: cannot run %s: %s\n", argv[i], strerror(err));
+    return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+}
+
+static int cmd_options(int argc, char **argv) {
+    if (argc > 0) return usage_error("options: unexpected argument '%s'", argv[0], EXIT_USAGE);
+    /* One allocation initialises hakmem here, which reads the HAKMEM_* variables (and
+     * warns about bad ones), so the table shows what a program would get. */
+    hak_free(hak_malloc(16));
+    hak_options_print(stdout);
+    fflush(stdout);
+    /* HAKMEM_STATS=1 in the environment is meant for programs, not for this listing. */
+    hak_option_set("STATS", "0");
+    return ferror(stdout) ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "options") == 0) return cmd_options(argc - 2, argv + 2);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("hakmem %s\n", HAKMEM_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    return usage_error("unknown command '%s'", cmd, EXIT_USAGE);
+}
