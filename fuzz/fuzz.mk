@@ -3,6 +3,9 @@
 #   make fuzz        libFuzzer on the hak_* API for FUZZ_SECONDS (default 300) with ASan and
 #                    UBSan; new inputs go to $(BUILD)/fuzz/corpus, crashes to
 #                    $(BUILD)/fuzz/crashes/ (copy a crash into fuzz/crashes/ to keep it)
+#                    FUZZ_ENV adds hakmem options, e.g. FUZZ_ENV=HAKMEM_CHECK=1 (checked mode)
+#   make fuzz-eager  the same with memory returned at once (FUZZ_ENV_EAGER: the purge,
+#                    unmap and BigCache paths run on nearly every free)
 #   make fuzz-shim   the same harness against the C library (checks the checker)
 #   make asan        hakmem + stress_long + every tests/unit/unit_*.c under ASan+UBSan
 #   make ubsan       the same under UBSan alone (-fno-sanitize-recover=all)
@@ -15,6 +18,9 @@
 
 FUZZ_SECONDS   ?= 300
 FUZZ_FLAGS     ?=
+FUZZ_ENV       ?=
+FUZZ_ENV_EAGER := HAKMEM_PURGE_DELAY_MS=0 HAKMEM_DIRTY_MAX_MB=0 HAKMEM_SUPERSLAB_RETAIN=0 \
+                  HAKMEM_BIGCACHE_MB=1 HAKMEM_TCACHE_MAX=1 HAKMEM_THP=always
 STRESS_SECONDS ?= 1800
 STRESS_THREADS ?= 64
 SAN_SECONDS    ?= 20
@@ -36,7 +42,7 @@ FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_RUN_OPTS := -rss_limit_mb=4096 -timeout=60 -print_final_stats=1
 FUZZ_ASAN_OPTIONS := abort_on_error=1:detect_leaks=1:allocator_may_return_null=1
 
-.PHONY: fuzz fuzz-build fuzz-shim fuzz-corpus asan ubsan tsan san-build stress stress-build
+.PHONY: fuzz fuzz-eager fuzz-build fuzz-shim fuzz-corpus asan ubsan tsan san-build stress stress-build
 
 fuzz-build: $(FUZZ_DIR)/fuzz_api $(FUZZ_DIR)/fuzz_api_shim
 
@@ -58,9 +64,12 @@ fuzz-corpus: | $(FUZZ_DIR)/corpus $(FUZZ_DIR)/crashes
 	cp -n fuzz/corpus/* $(FUZZ_DIR)/corpus/
 
 fuzz: $(FUZZ_DIR)/fuzz_api fuzz-corpus
-	ASAN_OPTIONS=$(FUZZ_ASAN_OPTIONS) $(FUZZ_DIR)/fuzz_api $(FUZZ_RUN_OPTS) \
+	$(FUZZ_ENV) ASAN_OPTIONS=$(FUZZ_ASAN_OPTIONS) $(FUZZ_DIR)/fuzz_api $(FUZZ_RUN_OPTS) \
 	    -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_DIR)/crashes/ \
 	    $(FUZZ_FLAGS) $(FUZZ_DIR)/corpus
+
+fuzz-eager:
+	$(MAKE) --no-print-directory fuzz FUZZ_ENV='$(FUZZ_ENV_EAGER)'
 
 fuzz-shim: $(FUZZ_DIR)/fuzz_api_shim fuzz-corpus
 	ASAN_OPTIONS=$(FUZZ_ASAN_OPTIONS) $(FUZZ_DIR)/fuzz_api_shim $(FUZZ_RUN_OPTS) \

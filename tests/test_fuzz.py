@@ -3,7 +3,11 @@
 The harness is built with clang (installed on demand by fuzz/ensure_clang.sh; the test
 fails, with the reason, if it cannot be) and run with ASan and UBSan. Pass: exit status 0.
 
-Environment: HAKMEM_FUZZ_SECONDS (default 40) sets the length of the fuzzing run."""
+Three hakmem configurations share the fuzzing time: the defaults, memory returned at once
+(the purge, unmap and BigCache paths run on nearly every free; `make fuzz-eager`), and
+the checked mode (HAKMEM_CHECK=1).
+
+Environment: HAKMEM_FUZZ_SECONDS (default 40) sets the total length of the fuzzing runs."""
 import glob
 import os
 import subprocess
@@ -25,8 +29,18 @@ def build(target):
     return os.path.join(FUZZ_DIR, target)
 
 
-def run(cmd, timeout):
-    env_extra = {"ASAN_OPTIONS": ASAN}
+# name: (share of the fuzzing time, hakmem options); the eager set is fuzz.mk's FUZZ_ENV_EAGER
+CONFIGS = {
+    "default": (0.5, {}),
+    "eager": (0.3, {"HAKMEM_PURGE_DELAY_MS": "0", "HAKMEM_DIRTY_MAX_MB": "0",
+                    "HAKMEM_SUPERSLAB_RETAIN": "0", "HAKMEM_BIGCACHE_MB": "1",
+                    "HAKMEM_TCACHE_MAX": "1", "HAKMEM_THP": "always"}),
+    "checked": (0.2, {"HAKMEM_CHECK": "1"}),
+}
+
+
+def run(cmd, timeout, env=None):
+    env_extra = dict(env or {}, ASAN_OPTIONS=ASAN)
     line = repro(cmd, env_extra)
     try:
         r = subprocess.run(cmd, env=dict(os.environ, **env_extra), capture_output=True,
@@ -67,10 +81,13 @@ def test_fuzz_known_crashes():
     run([exe] + inputs, timeout=120)
 
 
-def test_fuzz_hakmem():
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_fuzz_hakmem(config):
     if SYSTEM_MODE:
         pytest.skip("HAKMEM_TEST_SYSTEM=1: this needs hakmem")
+    share, env = CONFIGS[config]
+    seconds = max(3, int(SECONDS * share))
     exe = build("fuzz_api")
-    r = run([exe] + fuzz_args(SECONDS), timeout=SECONDS + 120)
+    r = run([exe] + fuzz_args(seconds), timeout=seconds + 120, env=env)
     stats = [l for l in r.stderr.splitlines() if l.startswith(("stat::", "Done"))]
     print("\n".join(stats))
