@@ -20,13 +20,23 @@ case $kind in
     *) echo "run_sanitized: unknown sanitizer '$kind'" >&2; exit 2 ;;
 esac
 
+# gcc 12's TSan cannot map its shadow when the kernel randomises mmap with more than 28
+# bits ("FATAL: ThreadSanitizer: unexpected memory mapping"); such kernels run it with
+# address randomisation off for the process.
+wrap=
+if [ "$kind" = tsan ] && [ "$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)" -gt 28 ] &&
+    command -v setarch >/dev/null 2>&1; then
+    wrap="setarch $(uname -m) -R"
+    echo "[$kind] vm.mmap_rnd_bits > 28: running under $wrap"
+fi
+
 failed=0 passed=0
 log=$(mktemp)
 run() {
     name=$1
     shift
     start=$(date +%s)
-    "$@" >"$log" 2>&1
+    $wrap "$@" >"$log" 2>&1
     rc=$?
     secs=$(( $(date +%s) - start ))
     if [ $rc -eq 0 ] && ! grep -qE '^(==[0-9]+==ERROR|WARNING: ThreadSanitizer|SUMMARY: (Address|UndefinedBehavior|Thread)Sanitizer)|runtime error:' "$log"; then
@@ -34,7 +44,7 @@ run() {
         passed=$((passed + 1))
     else
         echo "[$kind] FAIL $name (exit status $rc, ${secs}s)"
-        echo "  reproduce: $envline $*"
+        echo "  reproduce: $envline $wrap $*"
         tail -c 12000 "$log" | sed 's/^/  | /'
         failed=$((failed + 1))
     fi
