@@ -20,11 +20,11 @@ case $kind in
     *) echo "run_sanitized: unknown sanitizer '$kind'" >&2; exit 2 ;;
 esac
 
-# gcc 12's TSan cannot map its shadow when the kernel randomises mmap with more than 28
-# bits ("FATAL: ThreadSanitizer: unexpected memory mapping"); such kernels run it with
-# address randomisation off for the process.
+# gcc 12's TSan (and ASan, at times) cannot lay out its shadow when the kernel randomises
+# mmap with more than 28 bits ("FATAL: ThreadSanitizer: unexpected memory mapping"); on
+# such kernels the programs run with address randomisation off.
 wrap=
-if [ "$kind" = tsan ] && [ "$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)" -gt 28 ] &&
+if [ "$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)" -gt 28 ] &&
     command -v setarch >/dev/null 2>&1; then
     wrap="setarch $(uname -m) -R"
     echo "[$kind] vm.mmap_rnd_bits > 28: running under $wrap"
