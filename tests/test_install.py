@@ -10,7 +10,10 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "options"))
 from options_common import build_tool, header_version, run  # noqa: E402
-from conftest import ensure_tool, make, tail  # noqa: E402
+from conftest import SYSTEM_MODE, ensure_tool, make, tail  # noqa: E402
+
+pytestmark = pytest.mark.skipif(SYSTEM_MODE,
+                                reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
 
 INSTALLED = ["lib/libhakmem.so", "lib/libhakmem.a", "include/hakmem.h",
              "lib/pkgconfig/hakmem.pc", "bin/hakmem"]

@@ -12,6 +12,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "opt
 from options_common import (LIB_SO, ROOT, build_prog, build_tool, clean_env,  # noqa: E402
                             gen_doc_module, hakmem_lines, load_options,
                             parse_options_table, run)
+from conftest import SYSTEM_MODE  # noqa: E402
+
+pytestmark = pytest.mark.skipif(SYSTEM_MODE,
+                                reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
 
 OPTIONS = load_options()
 BY_NAME = {o.name: o for o in OPTIONS}

@@ -15,7 +15,10 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "options"))
 from options_common import (LIB_SO, build_prog, build_tool, clean_env,  # noqa: E402
                             hakmem_lines, header_version, parse_options_table, run)
-from conftest import python_exe  # noqa: E402
+from conftest import SYSTEM_MODE, python_exe  # noqa: E402
+
+pytestmark = pytest.mark.skipif(SYSTEM_MODE,
+                                reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
 
 # The first line of hak_stats_print's table (src/stats.c).
 STATS_MARKER = "hakmem statistics (pid "

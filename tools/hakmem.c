@@ -185,6 +185,8 @@ static int set_preload(const char *lib) {
     }
     const char *old = getenv("LD_PRELOAD");
     if (old == NULL || *old == 0) return setenv("LD_PRELOAD", lib, 1) == 0;
+    size_t n = strlen(lib);                     /* already first (hakmem run inside one) */
+    if (strncmp(old, lib, n) == 0 && (old[n] == 0 || old[n] == ':' || old[n] == ' ')) return 1;
     size_t need = strlen(lib) + 1 + strlen(old) + 1;
     char *v = malloc(need);
     if (v == NULL) return 0;

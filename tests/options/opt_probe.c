@@ -46,7 +46,8 @@ static int workload(void) {
         }
         /* mostly small, some mid and large, a few huge */
         unsigned long long r = next();
-        size_t size = r % 100 < 80 ? 1 + r % 1024 : r % 100 < 99 ? 1 + r % 65536 : 1 + r % (3u << 20);
+        size_t size = r % 100 < 80 ? 1 + r % 1024
+                    : r % 100 < 99 ? 1 + r % 65536 : 1 + r % (3u << 20);
         unsigned char *p = malloc(size);
         if (p == NULL) { fprintf(stderr, "opt_probe: malloc(%zu) failed\n", size); return 0; }
         for (size_t k = 0; k < size; k += step(size, k)) p[k] = (unsigned char)(i + k);
