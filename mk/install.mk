@@ -4,6 +4,7 @@
 #   make tool                          build/hakmem (the command: run, options, version)
 #   make install [PREFIX=/usr/local] [DESTDIR=]
 #   make uninstall [PREFIX=/usr/local] [DESTDIR=]
+#   make options-doc                   regenerate docs/OPTIONS.md from src/options.def
 #
 # Installed files (and exactly these are removed by uninstall):
 #   $(PREFIX)/lib/libhakmem.so  $(PREFIX)/lib/libhakmem.a  $(PREFIX)/include/hakmem.h
@@ -15,6 +16,7 @@
 PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL ?= install
+PYTHON3 ?= python3
 BINDIR_I  = $(DESTDIR)$(PREFIX)/bin
 LIBDIR_I  = $(DESTDIR)$(PREFIX)/lib
 INCDIR_I  = $(DESTDIR)$(PREFIX)/include
@@ -23,7 +25,7 @@ PCDIR_I   = $(DESTDIR)$(PREFIX)/lib/pkgconfig
 HAKMEM_VERSION_STR = $(shell sed -n 's/^\#define HAKMEM_VERSION "\(.*\)"/\1/p' include/hakmem.h)
 TOOL_CFLAGS = -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wno-unused-parameter -Iinclude
 
-.PHONY: tool install uninstall
+.PHONY: tool install uninstall options-doc
 tool: $(BUILD)/hakmem
 
 # `lib` is order-only: the command needs libhakmem.so beside it at run time, but only
@@ -50,3 +52,8 @@ install: lib $(BUILD)/hakmem $(BUILD)/hakmem.pc
 uninstall:
 	rm -f $(LIBDIR_I)/libhakmem.so $(LIBDIR_I)/libhakmem.a $(INCDIR_I)/hakmem.h \
 	      $(PCDIR_I)/hakmem.pc $(BINDIR_I)/hakmem
+
+# tests/test_options.py fails while docs/OPTIONS.md is stale: run this after editing
+# src/options.def.
+options-doc:
+	$(PYTHON3) scripts/gen_options_doc.py --write
