@@ -238,6 +238,7 @@ HAK_EXPORT int hak_trim(size_t pad) {
     hak_heap_t *h = _hak_thread_heap;
     _hak_heap_flush_all(h);
     _hak_heap_release_idle(h);
+    _hak_heap_reclaim_all();
     _hak_heap_sweep_abandoned();
     size_t bytes = _hak_pool_purge(true) + _hak_huge_purge(true);
     return bytes > 0;

@@ -11,6 +11,7 @@
 #include "span.c"
 #include "heap.c"
 #include "huge.c"
+#include "purge_thread.c"
 #include "alloc.c"
 #include "stats.c"
 #include "init.c"

@@ -8,7 +8,14 @@
  * one, partial ones, and full ones (parked until a block comes back; see span.c). A refill
  * tries, in order: the current span; the next partial span; a span abandoned by a thread
  * that exited; a fresh span from the shared pool. A span whose blocks have all come home
- * goes back to the pool at once, unless it is the current one. */
+ * goes back to the pool at once, unless it is the current one.
+ *
+ * The fast paths touch only the tcaches. Everything that touches a heap's spans (refill,
+ * flush, trim, thread exit) holds the heap's lock — never contended while the owner is
+ * busy, since only the owner takes it then — so that another thread can reclaim for an
+ * owner that sits idle: blocks other threads freed into its spans come home, and spans
+ * left empty go back to the pool (_hak_heap_reclaim_all, before mapping new memory and
+ * from the purge thread). */
 #include <sched.h>
 #include <sys/mman.h>
 #include "internal.h"
@@ -66,6 +73,8 @@ static hak_heap_t *heap_new(void) {
     }
     HAK_STAT_ADD(threads_total, 1);
     h->next_free = NULL;
+    hak_lock_reset(&h->lock);        /* before live: reclaimers only touch live heaps */
+    hak_lock(&h->lock);              /* until the heap is set up */
     h->live = 1;
     hak_unlock(&heaps_lock);
 
@@ -78,6 +87,7 @@ static hak_heap_t *heap_new(void) {
         h->tc[c].cap = _hak_opt.check ? 0 : _hak_class_cap[c];   /* checked: no caching */
         h->tc[c].room = h->tc[c].cap + 1;
     }
+    hak_unlock(&h->lock);
     return h;
 }
 
@@ -180,20 +190,8 @@ void _hak_heap_sweep_abandoned(void) {
 
 /* ---- refill and flush ------------------------------------------------------------------ */
 
-SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n) {
-    if (unlikely(h == &_hak_empty_heap)) {
-        h = _hak_heap_thread_init();
-        if (h == NULL) { errno = ENOMEM; return NULL; }
-    }
-    h->refill_zero = 0;
+static void *refill_locked(hak_heap_t *h, size_t c, size_t n) {
     hak_tcache_t *tc = &h->tc[c];
-    if (tc->head != NULL) {              /* filled by a nested call during thread setup */
-        void *b = tc->head;
-        tc->head = *(void **)b;
-        tc->room++;
-        tc->nalloc++;
-        return b;
-    }
     if (unlikely(_hak_opt.check)) {
         c = _hak_check_class(c, n);
         tc = &h->tc[c];
@@ -233,6 +231,27 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n) {
     }
 }
 
+SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n) {
+    if (unlikely(h == &_hak_empty_heap)) {
+        h = _hak_heap_thread_init();
+        if (h == NULL) { errno = ENOMEM; return NULL; }
+    }
+    h->refill_zero = 0;
+    hak_tcache_t *tc = &h->tc[c];
+    if (tc->head != NULL) {              /* filled by a nested call during thread setup */
+        void *b = tc->head;
+        tc->head = *(void **)b;
+        tc->room++;
+        tc->nalloc++;
+        return b;
+    }
+    hak_lock(&h->lock);
+    void *b = refill_locked(h, c, n);
+    hak_unlock(&h->lock);
+    _hak_purge_thread_poll();
+    return b;
+}
+
 /* A free found the double-free key in p: is p really free already, in this cache or on
  * its span's free list? (Only a user's data that happens to equal the key gets here
  * otherwise.) */
@@ -241,11 +260,13 @@ SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     for (void *b = tc->head; b != NULL && n-- > 0; b = *(void **)b)
         if (b == p) return true;
     hak_span_t *s = hak_span_of(hak_ss_of(p), p);
+    bool found = false;
+    hak_lock(&h->lock);
     uint32_t m = s->nfree;
-    for (void *b = s->free; b != NULL && m-- > 0; b = *(void **)b)
-        if (b == p) return true;
-    (void)h;
-    return false;
+    for (void *b = s->free; b != NULL && m-- > 0 && !found; b = *(void **)b)
+        found = b == p;
+    hak_unlock(&h->lock);
+    return found;
 }
 
 /* A block goes home to its span (the owner's own, so no atomics). */
@@ -288,6 +309,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     _hak_span_set_owner(s, h);
     s->list = SPAN_LOOSE;
     hak_unlock(&aband_lock);
+    hak_lock(&h->lock);
     _hak_span_collect_remote(s);
     hak_bin_t *bin = &h->bins[s->cls];
     if (s->free == NULL && s->bump == s->end && _hak_span_try_mark_full(s)) {
@@ -298,6 +320,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
         list_push(&bin->partial, s);
     }
     return_block(h, p);
+    hak_unlock(&h->lock);
     return true;
 }
 
@@ -310,11 +333,14 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     for (; i < keep && b != NULL; i++) { prev = b; b = *(void **)b; }
     if (prev) *(void **)prev = NULL; else tc->head = NULL;
     tc->room = tc->cap + 1 - i;
+    hak_lock(&h->lock);
     while (b != NULL) {
         void *next = *(void **)b;
         return_block(h, b);
         b = next;
     }
+    hak_unlock(&h->lock);
+    _hak_purge_thread_poll();
 }
 
 void _hak_heap_flush_all(hak_heap_t *h) {
@@ -324,19 +350,50 @@ void _hak_heap_flush_all(hak_heap_t *h) {
 }
 
 /* malloc_trim: the thread's current spans whose blocks are all home go back too. */
-void _hak_heap_release_idle(hak_heap_t *h) {
-    if (h == &_hak_empty_heap) return;
-    drain_notified(h);
+/* With h->lock held: blocks other threads freed into h's spans come home, and spans left
+ * with every block home go back to the pool. */
+static void reclaim_locked(hak_heap_t *h) {
+    if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
-        hak_span_t *s = h->bins[c].cur;
+        hak_bin_t *bin = &h->bins[c];
+        for (hak_span_t *s = bin->partial, *next; s != NULL; s = next) {
+            next = s->next;
+            _hak_span_collect_remote(s);
+            if (s->used == 0) {
+                list_remove(&bin->partial, s);
+                s->list = SPAN_LOOSE;
+                span_release(s);
+            }
+        }
+        hak_span_t *s = bin->cur;
         if (s == NULL) continue;
         _hak_span_collect_remote(s);
         if (s->used == 0) {
-            h->bins[c].cur = NULL;
+            bin->cur = NULL;
             s->list = SPAN_LOOSE;
             span_release(s);
         }
     }
+}
+
+/* malloc_trim: the calling thread's spans. */
+void _hak_heap_release_idle(hak_heap_t *h) {
+    if (h == &_hak_empty_heap) return;
+    hak_lock(&h->lock);
+    reclaim_locked(h);
+    hak_unlock(&h->lock);
+}
+
+/* Every other heap whose owner is not in a slow path right now (a busy owner does this
+ * itself). Called with no pool or heap-list lock held. */
+void _hak_heap_reclaim_all(void) {
+    hak_lock(&heaps_lock);
+    for (hak_heap_t *h = heaps_all; h != NULL; h = h->next_all) {
+        if (!h->live || pthread_mutex_trylock(&h->lock) != 0) continue;
+        reclaim_locked(h);
+        hak_unlock(&h->lock);
+    }
+    hak_unlock(&heaps_lock);
 }
 
 /* ---- thread exit ----------------------------------------------------------------------- */
@@ -373,6 +430,7 @@ void _hak_heap_thread_exit(void *arg) {
     hak_heap_t *h = arg;
     if (h == NULL || h == &_hak_empty_heap) return;
     _hak_heap_flush_all(h);
+    hak_lock(&h->lock);
     for (size_t c = 0; c < HAK_NCLASSES; c++)
         for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, true);
     /* No span of ours is NOTIFYING any more, so no one will push onto h->notified again. */
@@ -391,6 +449,7 @@ void _hak_heap_thread_exit(void *arg) {
         bin->cur = bin->partial = bin->full = NULL;
     }
     if (_hak_thread_heap == h) _hak_thread_heap = &_hak_empty_heap;
+    hak_unlock(&h->lock);
     hak_lock(&heaps_lock);
     _hak_stats_merge_heap(h);
     h->live = 0;
@@ -420,6 +479,7 @@ void _hak_heap_after_fork_child(void) {
     hak_lock_reset(&aband_lock);
     hak_heap_t *h = _hak_thread_heap;
     if (h == &_hak_empty_heap) return;
+    hak_lock_reset(&h->lock);
     for (size_t c = 0; c < HAK_NCLASSES; c++)
         for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, false);
     atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);

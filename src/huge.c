@@ -160,7 +160,9 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
         evict = old;
     }
     purge_cache_locked(false);
+    _hak_purge_thread_note(cache_bytes);
     hak_unlock(&huge_lock);
+    _hak_purge_thread_poll();
     while (evict != NULL) {
         hak_huge_t *next = evict->next;
         huge_unmap(evict);
@@ -259,6 +261,16 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     h->size = size;
     _hak_os_thp_cover(h, h->offset + size, &h->thp_len);
     return (char *)h + h->offset;
+}
+
+size_t _hak_huge_purge_tick(void) {
+    hak_lock(&huge_lock);
+    purge_cache_locked(false);
+    size_t left = 0;
+    for (hak_huge_t *h = cache; h != NULL; h = h->next)
+        if (!h->purged) left += h->maplen;
+    hak_unlock(&huge_lock);
+    return left;
 }
 
 size_t _hak_huge_purge(bool all) {

@@ -83,6 +83,7 @@ void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h);
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner);   /* NULL: out of memory */
 void _hak_pool_release(hak_span_t *s);
 size_t _hak_pool_purge(bool all);           /* bytes returned to the OS */
+size_t _hak_pool_purge_tick(void);          /* purge what is due; bytes still dirty */
 void _hak_pool_lock(void);
 void _hak_pool_unlock(void);
 void _hak_pool_reset_lock(void);
@@ -102,6 +103,7 @@ void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - tc->room; }
 void _hak_heap_flush_all(hak_heap_t *h);
 void _hak_heap_release_idle(hak_heap_t *h);
+void _hak_heap_reclaim_all(void);
 bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p);
 hak_heap_t *_hak_heap_thread_init(void);
 void _hak_heap_thread_exit(void *heap);
@@ -117,6 +119,7 @@ void _hak_huge_free(hak_huge_t *h, void *p);
 void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size);
 size_t _hak_huge_usable(const hak_huge_t *h);
 size_t _hak_huge_purge(bool all);
+size_t _hak_huge_purge_tick(void);          /* purge what is due; bytes cached unpurged */
 void _hak_huge_lock(void);
 void _hak_huge_unlock(void);
 void _hak_huge_reset_lock(void);
@@ -129,6 +132,11 @@ bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split);
 uint64_t _hak_now_ms(void);
 void _hak_os_thp_cover(void *base, size_t used, size_t *done);
+
+/* ---- purge_thread.c: purging while the program is idle ------------------------------- */
+void _hak_purge_thread_note(size_t dirty);
+void _hak_purge_thread_poll(void);
+void _hak_purge_thread_after_fork_child(void);
 
 /* ---- options.c ---------------------------------------------------------------------- */
 typedef struct hak_options_s {

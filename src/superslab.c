@@ -138,6 +138,8 @@ static void maybe_purge(void) {
 
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
     unsigned n = _hak_class_units[cls];
+    bool reclaimed = false;
+retry:
     hak_lock(&pool_lock);
     hak_superslab_t *ss;
     int u = -1;
@@ -151,6 +153,13 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
             if ((u = find_run(avail, n)) >= 0) break;
         }
         if (ss != NULL) break;
+    }
+    if (ss == NULL && !reclaimed) {
+        /* Before mapping more: blocks freed into idle threads' spans may free whole spans. */
+        hak_unlock(&pool_lock);
+        _hak_heap_reclaim_all();
+        reclaimed = true;
+        goto retry;
     }
     if (ss != NULL && ss->list == SSL_EMPTY) {
         ss_remove(&ss_empty, ss);
@@ -227,7 +236,20 @@ void _hak_pool_release(hak_span_t *s) {
         n_empty++;
     }
     maybe_purge();
+    _hak_purge_thread_note(dirty_bytes);
     hak_unlock(&pool_lock);
+}
+
+/* The purge thread's round: what is past the purge delay, and idle empty superslabs. */
+size_t _hak_pool_purge_tick(void) {
+    _hak_heap_reclaim_all();
+    hak_lock(&pool_lock);
+    uint64_t now = _hak_now_ms();
+    purge_locked(now, false);
+    unmap_idle_empty(now, false);
+    size_t left = dirty_bytes;
+    hak_unlock(&pool_lock);
+    return left;
 }
 
 /* malloc_trim and friends: purge every free unit now (all) or what is past its delay, and

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 
 /* Geometry. Every constant is defined here and only here. */
 #define HAK_SS_SHIFT    21
@@ -148,6 +149,7 @@ struct hak_heap_s {
     hak_heap_t *next_free;                     /* recycled heaps */
     hak_bin_t bins[HAK_NCLASSES];
     hak_heap_stats_t st;
+    pthread_mutex_t lock;                      /* span lists: owner's slow paths, reclaimers */
 };
 
 #endif /* HAKMEM_TYPES_H */

@@ -1,0 +1,64 @@
+/* purge_thread.c — returning memory while the program is idle.
+ *
+ * Purging otherwise runs on the pool's slow paths, so a program that frees a burst and
+ * then goes quiet would keep up to HAKMEM_DIRTY_MAX_MB resident for good (the complaint
+ * users raise most against every allocator). Once free-but-resident memory passes a few
+ * MiB, one background thread starts; every half purge delay it purges what has been free
+ * for the delay, and it ends itself after a few rounds with nothing left to do. Small
+ * programs never start it (some — sandboxes calling unshare(CLONE_NEWUSER) — must stay
+ * single-threaded), and HAKMEM_PURGE_THREAD=off turns it off. */
+#include <signal.h>
+#include <time.h>
+#include "internal.h"
+
+#define PURGE_THREAD_MIN_DIRTY ((size_t)4 << 20)
+
+static _Atomic int purger_running;
+static _Atomic size_t dirty_seen;       /* free-but-resident bytes at the last release */
+
+static void *purger_main(void *arg) {
+    (void)arg;
+    int idle_rounds = 0;
+    while (idle_rounds < 4) {
+        long ms = _hak_opt.purge_delay_ms / 2;
+        if (ms < 10) ms = 10;
+        struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+        size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
+        idle_rounds = left ? 0 : idle_rounds + 1;
+    }
+    atomic_store(&purger_running, 0);
+    return NULL;
+}
+
+/* Pool and BigCache note how much free memory they hold (under their locks). */
+void _hak_purge_thread_note(size_t dirty) {
+    atomic_store_explicit(&dirty_seen, dirty, memory_order_relaxed);
+}
+
+/* Called where no hakmem lock is held (pthread_create allocates, and that allocation must
+ * be able to refill): starts the thread if it is worth it. */
+void _hak_purge_thread_poll(void) {
+    if (atomic_load_explicit(&purger_running, memory_order_relaxed)) return;
+    if (atomic_load_explicit(&dirty_seen, memory_order_relaxed) < PURGE_THREAD_MIN_DIRTY) return;
+    if (!_hak_opt.purge_thread) return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&purger_running, &expected, 1)) return;
+    /* the thread must not take the program's signals: it starts with all of them blocked */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_t t;
+    if (pthread_create(&t, &attr, purger_main, NULL) != 0) atomic_store(&purger_running, 0);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* In a forked child the thread is gone. */
+void _hak_purge_thread_after_fork_child(void) {
+    atomic_store(&purger_running, 0);
+}
