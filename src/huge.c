@@ -60,8 +60,7 @@ static size_t purge_cache_locked(bool all) {
     size_t bytes = 0;
     for (hak_huge_t *h = cache; h != NULL; h = h->next) {
         if (h->purged || (!all && now - h->cached_at < (uint64_t)_hak_opt.purge_delay_ms)) continue;
-        _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE);
-        h->purged = 1;
+        h->purged = _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE) ? 1 : 2;
         h->thp_len = 0;
         HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
         HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);
@@ -92,8 +91,8 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
         if (h->purged) HAK_STAT_SUB(huge_purged, h->maplen - HAK_PAGE);
         char *p = (char *)h + off;
         if (zero) {
-            /* a purged mapping reads as zero past its first page */
-            size_t dirty = !h->purged ? size : off < HAK_PAGE ? HAK_PAGE - off : 0;
+            /* a mapping purged with MADV_DONTNEED reads as zero past its first page */
+            size_t dirty = h->purged != 1 ? size : off < HAK_PAGE ? HAK_PAGE - off : 0;
             memset(p, 0, dirty < size ? dirty : size);
         }
         h->size = size;

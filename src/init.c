@@ -57,6 +57,7 @@ void _hak_init(void) {
             atomic_store_explicit(&_hak_thread_key_ok, 1, memory_order_release);
         pthread_atfork(fork_prepare, fork_parent, fork_child);
         _hak_crash_handler_install();
+        _hak_stats_init();
         atomic_store_explicit(&_hak_init_state, 3, memory_order_release);
     }
     hak_unlock(&init_lock);

@@ -127,7 +127,7 @@ void _hak_huge_reset_lock(void);
 /* ---- os.c: the only file that talks to the kernel about memory --------------------- */
 void *_hak_os_map_aligned(size_t size, size_t align);   /* NULL + ENOMEM on failure */
 void _hak_os_unmap(void *p, size_t size);
-void _hak_os_purge(void *p, size_t size);               /* per the purge option */
+bool _hak_os_purge(void *p, size_t size);    /* per the purge option; true: reads as zero */
 bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out);
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split);
 uint64_t _hak_now_ms(void);
@@ -164,6 +164,7 @@ typedef struct hak_gstats_s {
 extern hak_gstats_t _hak_gstats;
 #define HAK_STAT_ADD(field, v) atomic_fetch_add_explicit(&_hak_gstats.field, (v), memory_order_relaxed)
 #define HAK_STAT_SUB(field, v) atomic_fetch_sub_explicit(&_hak_gstats.field, (v), memory_order_relaxed)
+void _hak_stats_init(void);                        /* at start-up */
 void _hak_stats_note_mapped(void);                 /* after mapping more: update the peak */
 void _hak_stats_merge_heap(hak_heap_t *h);         /* a thread exits (heaps lock held) */
 void _hak_heap_foreach(void (*fn)(hak_heap_t *h, void *arg), void *arg);

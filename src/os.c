@@ -49,11 +49,14 @@ void _hak_os_unmap(void *p, size_t size) {
     munmap(p, size);
 }
 
-void _hak_os_purge(void *p, size_t size) {
+/* Returns whether the range now reads as zero: MADV_DONTNEED guarantees it; MADV_FREE
+ * (lazy: the kernel takes the pages only under memory pressure) does not. */
+bool _hak_os_purge(void *p, size_t size) {
 #ifdef MADV_FREE
-    if (!_hak_opt.purge_dontneed && madvise(p, size, MADV_FREE) == 0) return;
+    if (!_hak_opt.purge_dontneed && madvise(p, size, MADV_FREE) == 0) return false;
 #endif
     madvise(p, size, MADV_DONTNEED);
+    return true;
 }
 
 /* Growing a mapping to newlen keeping it 2 MiB aligned: in place if the kernel can extend

@@ -141,10 +141,20 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
 }
 
 /* HAKMEM_STATS=1: the table at exit. A destructor rather than atexit, so it also runs when
- * hakmem is preloaded into a program that never calls exit handlers of its own. */
+ * hakmem is preloaded into a program that never calls exit handlers of its own. Many
+ * programs (GNU coreutils among them) close stderr in their own exit handler, so the
+ * report goes to a copy of fd 2 taken at start-up. */
+static int stats_fd = -1;
+
+void _hak_stats_init(void) {
+    if (_hak_opt.stats && !_hak_opt.stats_file[0]) stats_fd = fcntl(2, F_DUPFD_CLOEXEC, 10);
+}
+
 __attribute__((destructor)) static void stats_at_exit(void) {
     if (!_hak_opt.stats || atomic_load(&_hak_init_state) < 2) return;
-    FILE *f = _hak_opt.stats_file[0] ? fopen(_hak_opt.stats_file, "a") : stderr;
+    FILE *f = NULL;
+    if (_hak_opt.stats_file[0]) f = fopen(_hak_opt.stats_file, "a");
+    else if (stats_fd >= 0) f = fdopen(stats_fd, "w");
     if (f == NULL) f = stderr;
     hak_stats_print(f);
     if (f != stderr) fclose(f); else fflush(f);

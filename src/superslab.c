@@ -74,9 +74,13 @@ static size_t purge_ss(hak_superslab_t *ss) {
         unsigned u = (unsigned)__builtin_ctz(d);
         unsigned n = (unsigned)__builtin_ctz(~(d >> u));   /* length of the run */
         if (n == 0 || u + n > HAK_UNITS) n = HAK_UNITS - u;
-        _hak_os_purge((char *)ss + (size_t)u * HAK_UNIT_SIZE, (size_t)n * HAK_UNIT_SIZE);
+        uint32_t run = n == 32 ? ~0u : (((1u << n) - 1) << u);
+        if (_hak_os_purge((char *)ss + (size_t)u * HAK_UNIT_SIZE, (size_t)n * HAK_UNIT_SIZE))
+            ss->stale_mask &= ~run;
+        else
+            ss->stale_mask |= run;
         bytes += (size_t)n * HAK_UNIT_SIZE;
-        d &= ~(n == 32 ? ~0u : (((1u << n) - 1) << u));
+        d &= ~run;
     }
     dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
     ss->dirty_mask = 0;
@@ -176,6 +180,8 @@ retry:
     uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
     ss->free_mask &= ~m;
     uint32_t dirty = ss->dirty_mask & m;
+    bool zero = ((dirty | ss->stale_mask) & m) == 0;
+    ss->stale_mask &= ~m;
     dirty_bytes -= (size_t)__builtin_popcount(dirty) * HAK_UNIT_SIZE;
     HAK_STAT_SUB(clean_bytes, (uint64_t)__builtin_popcount(m & ~dirty) * HAK_UNIT_SIZE);
     HAK_STAT_ADD(spans_live[cls], 1);
@@ -200,7 +206,7 @@ retry:
     uint32_t bs = _hak_class_size[cls];
     s->cls = (uint8_t)cls;
     s->units = (uint8_t)n;
-    s->zero = dirty == 0;
+    s->zero = zero;
     s->bsize = bs;
     s->start = (char *)ss + (size_t)u * HAK_UNIT_SIZE;
     s->capacity = (uint32_t)((size_t)n * HAK_UNIT_SIZE / bs);

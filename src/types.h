@@ -101,6 +101,7 @@ struct hak_superslab_s {
     uint64_t magic;
     uint32_t free_mask;            /* units not in any span (pool lock) */
     uint32_t dirty_mask;           /* free units touched since mapped or purged */
+    uint32_t stale_mask;           /* free units purged with MADV_FREE: not known to be zero */
     uint64_t dirty_since;          /* ms when dirty_mask last became non-zero */
     uint64_t empty_since;          /* ms when the last span left (on the empty list) */
     hak_superslab_t *next, *prev;  /* pool list: partial or empty */
@@ -115,7 +116,7 @@ struct hak_huge_s {
     size_t   offset;               /* payload - mapping start */
     hak_huge_t *next;              /* BigCache link */
     uint32_t state;                /* HUGE_LIVE or HUGE_CACHED */
-    uint32_t purged;               /* cached and madvised: payload reads as zero */
+    uint32_t purged;               /* cached and madvised (2: with MADV_FREE, not zeroed) */
     uint64_t cached_at;            /* ms */
     size_t   thp_len;              /* bytes from the start advised MADV_HUGEPAGE */
 };
