@@ -1,6 +1,6 @@
 # hakmem — build, test and benchmark.
 #
-#   make            build/libhakmem.so, build/libhakmem.a, build/libhakmem_api.a
+#   make            build/libhakmem.so, build/libhakmem.a, build/libhakmem_api.a, build/hakmem
 #   make test       every test (pytest drives them; the last line is pytest's summary)
 #   make bench      the quick benchmark against the system allocator and the peers present
 #
@@ -21,7 +21,7 @@ LDLIBS_LIB    = -lpthread
 SRC_ALL := $(wildcard src/*.c) $(wildcard src/*.h) include/hakmem.h
 
 .PHONY: all lib debug clean test bench bench-full bench-peers
-all: lib
+all: lib $(BUILD)/hakmem
 lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a $(BUILD)/libhakmem_api.a
 
 $(BUILD)/obj:
