@@ -26,8 +26,10 @@ static void *map_at(void *hint, size_t size) {
 
 void *_hak_os_map_aligned(size_t size, size_t align) {
     uintptr_t hint = relaxed_load(&next_hint);
+    int saved = errno;                     /* a successful call leaves errno alone */
     if (hint > size && align <= HAK_SS_SIZE) {
         void *p = map_at((void *)(hint - size), size);
+        errno = saved;
         if (p != NULL && ((uintptr_t)p & (align - 1)) == 0) {
             relaxed_store(&next_hint, (uintptr_t)p);
             return thp_advise(p, size);
@@ -66,7 +68,10 @@ bool _hak_os_purge(void *p, size_t size) {
 /* In place only (the tail VMA grows): true if it did. */
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split) {
     if (split >= oldlen) split = 0;
-    return mremap((char *)old + split, oldlen - split, newlen - split, 0) != MAP_FAILED;
+    int saved = errno;
+    bool ok = mremap((char *)old + split, oldlen - split, newlen - split, 0) != MAP_FAILED;
+    errno = saved;                         /* failing here is not an error of the call */
+    return ok;
 }
 
 bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out) {
