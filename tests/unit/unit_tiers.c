@@ -100,6 +100,12 @@ int main(void) {
         for (size_t i = n; i < m; i += 4096) h[i] = (unsigned char)(i >> 12);
         n = m;
     }
+    /* a successful call leaves errno alone, even when an in-place mremap failed on the way */
+    for (int step = 0; step < 8; step++) {
+        errno = 0;
+        h = hak_realloc(h, n + (size_t)(step + 1) * HAK_SS_SIZE);
+        CHECK(h != NULL && errno == 0);
+    }
     h = hak_realloc(h, 100);                 /* huge -> tiny keeps the first bytes */
     CHECK(h != NULL && h[0] == 0);
     hak_free(h);
