@@ -141,7 +141,7 @@ def _cells():
                   quick={"ops": "1M"}, full={"ops": "4M"}, smoke={"ops": "20k"},
                   instr=({"ops": "100k"}, {"ops": "25k"}), what="bursts of 8-52 KiB blocks, one thread"))
     # Under callgrind the two threads run one at a time; the queue sleeps rather than spins,
-    # so the count repeats (to within 0.05 instructions per block).
+    # so the count repeats (to within about half an instruction per block).
     c.append(Cell("xthread", "xthread", {"pairs": 1},
                   quick={"ops": "1M"}, full={"ops": "4M"}, smoke={"ops": "20k"},
                   instr=({"ops": "200k"}, {"ops": "50k"}),
