@@ -16,6 +16,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("HAKMEM_BUILD", "build")
 BUILD_DIR = BUILD if os.path.isabs(BUILD) else os.path.join(REPO, BUILD)
 LIB = os.path.join(BUILD_DIR, "libhakmem.so")
+# As in conftest.py: HAKMEM_TEST_SYSTEM=1 checks the tests themselves against glibc only.
+SYSTEM_MODE = os.environ.get("HAKMEM_TEST_SYSTEM", "") == "1"
 
 
 def _load_runner():
@@ -31,7 +33,8 @@ run = _load_runner()
 @pytest.fixture(scope="module")
 def binaries():
     """Builds libhakmem.so and the workload programs (make rules from bench/bench.mk)."""
-    targets = [os.path.join(BUILD, "libhakmem.so")] + [os.path.join(BUILD, "bench", p) for p in run.PROGRAMS]
+    targets = ([] if SYSTEM_MODE else [os.path.join(BUILD, "libhakmem.so")]) + \
+        [os.path.join(BUILD, "bench", p) for p in run.PROGRAMS]
     p = subprocess.run(["make", "-s", "-C", REPO, "BUILD=%s" % BUILD] + targets,
                        capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
@@ -46,6 +49,8 @@ EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_
 @pytest.mark.parametrize("allocator", ["hakmem", "glibc"])
 @pytest.mark.parametrize("cell", run.CELLS, ids=[c.name for c in run.CELLS])
 def test_workload_smoke(binaries, cell, allocator):
+    if allocator == "hakmem" and SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: system allocator only")
     preload = LIB if allocator == "hakmem" else None
     rec = run.run_once(binaries[cell.prog], cell.argv("smoke"), preload, timeout=60)
     assert rec["error"] is None, "%s under %s: %s\nreproduce: %s" % (cell.name, allocator, rec["error"], rec["cmd"])
@@ -81,6 +86,8 @@ def test_positional_arguments(binaries):
 
 def test_runner_end_to_end(binaries, tmp_path):
     """The runner in smoke mode writes its CSV, JSON and markdown for hakmem and glibc."""
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: system allocator only")
     p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "run.py"), "--mode", "smoke",
                         "--build", BUILD_DIR, "--no-build", "--no-chart", "--allocators", "glibc,hakmem",
                         "--only", "^tiny_hot_64$", "--only", "^memory$", "--runs", "2",
