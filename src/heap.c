@@ -248,6 +248,13 @@ SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n) {
     hak_lock(&h->lock);
     void *b = refill_locked(h, c, n);
     hak_unlock(&h->lock);
+    if (unlikely(b == NULL) && _hak_release_memory()) {
+        /* out of address space or memory: what hakmem kept for reuse went back; try again */
+        hak_lock(&h->lock);
+        b = refill_locked(h, c, n);
+        hak_unlock(&h->lock);
+        if (b == NULL) errno = ENOMEM;
+    }
     _hak_purge_thread_poll();
     return b;
 }

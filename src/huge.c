@@ -105,6 +105,8 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     }
     HAK_STAT_ADD(bigcache_misses, 1);
     void *base = _hak_os_map_aligned(maplen, malign);
+    if (base == NULL && _hak_release_memory())      /* the last resort before ENOMEM */
+        base = _hak_os_map_aligned(maplen, malign);
     if (base == NULL || !_hak_registry_add_huge(base, base, maplen)) {
         if (base) _hak_os_unmap(base, maplen);
         HAK_STAT_SUB(huge_allocs, 1);
@@ -233,7 +235,11 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
             _hak_huge_free(h, p);
             return (char *)c + c->offset;
         }
-        if (!_hak_os_remap_aligned(h, oldlen, newlen, split, &nb)) { errno = ENOMEM; return NULL; }
+        if (!_hak_os_remap_aligned(h, oldlen, newlen, split, &nb) &&
+            !(_hak_release_memory() && _hak_os_remap_aligned(h, oldlen, newlen, split, &nb))) {
+            errno = ENOMEM;
+            return NULL;
+        }
     } else {
         nb = h;
     }

@@ -69,6 +69,8 @@ bool _hak_registry_add_huge(void *hdr, void *from, size_t len);  /* false: no me
 void _hak_registry_remove(void *base, size_t len);
 hak_huge_t *_hak_registry_huge_header(uintptr_t a);          /* NULL if none */
 
+bool _hak_release_memory(void);     /* alloc.c: trim; true if anything went back */
+
 /* ---- superslab.c: 2 MiB regions and the shared span pool --------------------------- */
 FAST_PATH hak_superslab_t *hak_ss_of(const void *p) {
     return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
