@@ -73,11 +73,9 @@ static hak_heap_t *heap_new(void) {
     }
     HAK_STAT_ADD(threads_total, 1);
     h->next_free = NULL;
-    hak_lock_reset(&h->lock);        /* before live: reclaimers only touch live heaps */
-    hak_lock(&h->lock);              /* until the heap is set up */
-    h->live = 1;
     hak_unlock(&heaps_lock);
 
+    pthread_mutex_init(&h->lock, NULL);
     memset(h->tc, 0, sizeof h->tc);
     memset(h->bins, 0, sizeof h->bins);
     memset(&h->st, 0, sizeof h->st);
@@ -87,7 +85,9 @@ static hak_heap_t *heap_new(void) {
         h->tc[c].cap = _hak_opt.check ? 0 : _hak_class_cap[c];   /* checked: no caching */
         h->tc[c].room = h->tc[c].cap + 1;
     }
-    hak_unlock(&h->lock);
+    hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
+    h->live = 1;
+    hak_unlock(&heaps_lock);
     return h;
 }
 
@@ -306,7 +306,8 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     hak_heap_t *h = _hak_thread_heap;
     if (h == &_hak_empty_heap && (h = _hak_heap_thread_init()) == NULL) return false;
     hak_lock(&aband_lock);
-    if (s->list != SPAN_ABANDONED || relaxed_load(&s->owner) != NULL) {
+    /* owner first: `list` is the owner's own field, written without this lock */
+    if (relaxed_load(&s->owner) != NULL || s->list != SPAN_ABANDONED) {
         hak_unlock(&aband_lock);
         return false;
     }
@@ -481,11 +482,14 @@ void _hak_heap_unlock_all(void) { hak_unlock(&aband_lock); hak_unlock(&heaps_loc
 /* In the child only the forking thread exists. Its heap may have spans whose notifier was
  * another thread, now gone: finish their hand-over here. Heaps of the other threads stay
  * as they were (their blocks may still be in use by the child and freed remotely). */
-void _hak_heap_after_fork_child(void) {
+bool _hak_heap_after_fork_child(void) {
     hak_lock_reset(&heaps_lock);
     hak_lock_reset(&aband_lock);
     hak_heap_t *h = _hak_thread_heap;
-    if (h == &_hak_empty_heap) return;
+    bool others = false;
+    for (hak_heap_t *o = heaps_all; o != NULL; o = o->next_all)
+        others |= o->live && o != h;
+    if (h == &_hak_empty_heap) return others;
     hak_lock_reset(&h->lock);
     for (size_t c = 0; c < HAK_NCLASSES; c++)
         for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, false);
@@ -499,4 +503,5 @@ void _hak_heap_after_fork_child(void) {
             list_push(&bin->partial, s);
         }
     }
+    return others;
 }

@@ -113,7 +113,7 @@ void _hak_heap_sweep_abandoned(void);
 bool _hak_heap_adopt_on_free(hak_span_t *s, void *p);
 void _hak_heap_lock_all(void);
 void _hak_heap_unlock_all(void);
-void _hak_heap_after_fork_child(void);
+bool _hak_heap_after_fork_child(void);     /* true: the parent had other threads */
 
 /* ---- huge.c: blocks above the large tier, and the BigCache ------------------------- */
 void *_hak_huge_alloc(size_t size, size_t align, bool zero);
@@ -138,7 +138,7 @@ void _hak_os_thp_cover(void *base, size_t used, size_t *done);
 /* ---- purge_thread.c: purging while the program is idle ------------------------------- */
 void _hak_purge_thread_note(size_t dirty);
 void _hak_purge_thread_poll(void);
-void _hak_purge_thread_after_fork_child(void);
+void _hak_purge_thread_after_fork_child(bool parent_was_threaded);
 
 /* ---- options.c ---------------------------------------------------------------------- */
 typedef struct hak_options_s {
@@ -198,9 +198,6 @@ extern _Atomic int _hak_thread_key_ok;
 #define HAK_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
 static inline void hak_lock(pthread_mutex_t *m) { pthread_mutex_lock(m); }
 static inline void hak_unlock(pthread_mutex_t *m) { pthread_mutex_unlock(m); }
-static inline void hak_lock_reset(pthread_mutex_t *m) {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(m, &fresh, sizeof fresh);
-}
+static inline void hak_lock_reset(pthread_mutex_t *m) { pthread_mutex_init(m, NULL); }
 
 #endif /* HAKMEM_INTERNAL_H */

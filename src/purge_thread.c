@@ -14,6 +14,7 @@
 #define PURGE_THREAD_MIN_DIRTY ((size_t)4 << 20)
 
 static _Atomic int purger_running;
+static _Atomic int purger_forbidden;    /* a child forked from a multi-threaded parent */
 static _Atomic size_t dirty_seen;       /* free-but-resident bytes at the last release */
 
 static void *purger_main(void *arg) {
@@ -41,7 +42,7 @@ void _hak_purge_thread_note(size_t dirty) {
 void _hak_purge_thread_poll(void) {
     if (atomic_load_explicit(&purger_running, memory_order_relaxed)) return;
     if (atomic_load_explicit(&dirty_seen, memory_order_relaxed) < PURGE_THREAD_MIN_DIRTY) return;
-    if (!_hak_opt.purge_thread) return;
+    if (!_hak_opt.purge_thread || atomic_load_explicit(&purger_forbidden, memory_order_relaxed)) return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purger_running, &expected, 1)) return;
     /* the thread must not take the program's signals: it starts with all of them blocked */
@@ -58,7 +59,10 @@ void _hak_purge_thread_poll(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* In a forked child the thread is gone. */
-void _hak_purge_thread_after_fork_child(void) {
+/* In a forked child the thread is gone. A child of a multi-threaded parent starts no thread
+ * of its own (POSIX allows it only async-signal-safe calls until it execs, and thread
+ * sanitizers refuse it); it purges on its slow paths as before. */
+void _hak_purge_thread_after_fork_child(bool parent_was_threaded) {
+    if (parent_was_threaded || atomic_load(&purger_running)) atomic_store(&purger_forbidden, 1);
     atomic_store(&purger_running, 0);
 }
