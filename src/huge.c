@@ -45,6 +45,7 @@ static hak_huge_t *cache_take(size_t maplen, size_t malign, void **tail, size_t 
         if (h->purged) HAK_STAT_SUB(huge_purged, *tail_len);
         HAK_STAT_SUB(huge_mapped, *tail_len);
         h->maplen = keep;
+        if (h->thp_len > keep) h->thp_len = keep;
     }
     return h;
 }
@@ -61,7 +62,6 @@ static size_t purge_cache_locked(bool all) {
     for (hak_huge_t *h = cache; h != NULL; h = h->next) {
         if (h->purged || (!all && now - h->cached_at < (uint64_t)_hak_opt.purge_delay_ms)) continue;
         h->purged = _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE) ? 1 : 2;
-        h->thp_len = 0;
         HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
         HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);
         bytes += h->maplen - HAK_PAGE;
@@ -98,7 +98,6 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
         h->size = size;
         h->offset = off;
         h->state = HUGE_LIVE;
-        if (h->purged) h->thp_len = 0;     /* the purge split its huge pages */
         h->purged = 0;
         _hak_os_thp_cover(h, off + size, &h->thp_len);
         return p;
@@ -226,7 +225,6 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
             c->offset = HAK_HUGE_HDR;
             c->size = size;
             c->state = HUGE_LIVE;
-            if (c->purged) c->thp_len = 0;
             c->purged = 0;
             _hak_os_thp_cover(c, c->offset + size, &c->thp_len);
             memcpy((char *)c + c->offset, p, h->size);
@@ -237,8 +235,13 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         }
         if (!_hak_os_remap_aligned(h, oldlen, newlen, split, &nb) &&
             !(_hak_release_memory() && _hak_os_remap_aligned(h, oldlen, newlen, split, &nb))) {
-            errno = ENOMEM;
-            return NULL;
+            /* the page tables could not move (or no address space was left for them): a
+             * new block and a copy, the way every other allocator grows */
+            void *q = _hak_huge_alloc(size, 0, false);
+            if (q == NULL) return NULL;
+            memcpy(q, p, h->size);
+            _hak_huge_free(h, p);
+            return q;
         }
     } else {
         nb = h;

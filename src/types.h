@@ -118,7 +118,8 @@ struct hak_huge_s {
     uint32_t state;                /* HUGE_LIVE or HUGE_CACHED */
     uint32_t purged;               /* cached and madvised (2: with MADV_FREE, not zeroed) */
     uint64_t cached_at;            /* ms */
-    size_t   thp_len;              /* bytes from the start advised MADV_HUGEPAGE */
+    size_t   thp_len;              /* bytes from the start advised MADV_HUGEPAGE: a VMA of
+                                      their own, for as long as the mapping lives */
 };
 
 typedef struct hak_tcache_s {
