@@ -29,18 +29,6 @@ static size_t put_dec(char *buf, size_t n, size_t cap, size_t v) {
     return n;
 }
 
-static void emit(const char *what, const void *p) {
-    char buf[160];
-    size_t n = put_str(buf, 0, sizeof buf - 1, "hakmem: ");
-    n = put_str(buf, n, sizeof buf - 1, what);
-    if (p != NULL) {
-        n = put_str(buf, n, sizeof buf - 1, " ");
-        n = put_hex(buf, n, sizeof buf - 1, (uintptr_t)p);
-    }
-    buf[n++] = '\n';
-    if (write(2, buf, n) < 0) { /* nothing more we can do */ }
-}
-
 static const char *const problems[] = {
     [HAK_ERR_FOREIGN] = "pointer was not allocated by hakmem",
     [HAK_ERR_NOT_LIVE] = "pointer is in hakmem's memory but in no live block (freed already?)",
@@ -70,11 +58,6 @@ SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t 
     if (write(2, buf, n) < 0) { /* nothing more we can do */ }
     if (!_hak_opt.on_error_warn) abort();     /* in_report stays set: the crash report sees it */
     in_report = 0;
-}
-
-void _hak_fatal(const char *msg) {
-    emit(msg, NULL);
-    abort();
 }
 
 void _hak_assert_fail(const char *expr, const char *file, int line) {

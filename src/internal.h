@@ -184,7 +184,6 @@ enum { HAK_ERR_FOREIGN = 1, HAK_ERR_NOT_LIVE, HAK_ERR_INTERIOR, HAK_ERR_DOUBLE_F
 /* One line on stderr ("hakmem: free(0x...): double free ..."), then abort unless
  * HAKMEM_ON_ERROR=warn. size 0: unknown. */
 SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t size);
-void _hak_fatal(const char *msg);
 void _hak_crash_handler_install(void);
 void _hak_assert_fail(const char *expr, const char *file, int line);
 
