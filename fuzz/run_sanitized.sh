@@ -62,6 +62,8 @@ for u in "$@"; do
         run "$u" "$dir/$u"
     fi
 done
+# issue 8's pattern: calloc, trading, idle owners, the purge thread reclaiming for them
+run "calloc_churn" "$dir/calloc_churn" --hakmem 8 4 8000
 run "stress_long ${seconds}s" "$dir/stress_long" -t "${SAN_STRESS_THREADS:-64}" -f 3 "$seconds"
 grep '^stress_long: [0-9]' "$log" | sed "s/^/[$kind] /"
 rm -f "$log"

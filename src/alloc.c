@@ -129,9 +129,7 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
         tc->nalloc++;
         return memset(b, 0, total > 16 ? total : 16);
     }
-    b = _hak_heap_refill(h, (size_t)(tc - h->tc), total);
-    if (b != NULL && (!_hak_thread_heap->refill_zero || _hak_opt.check)) memset(b, 0, total);
-    return b;
+    return _hak_heap_refill_zeroed(h, (size_t)(tc - h->tc), total);
 }
 
 HAK_EXPORT size_t hak_usable_size(const void *p) {

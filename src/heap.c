@@ -80,7 +80,6 @@ static hak_heap_t *heap_new(void) {
     memset(h->bins, 0, sizeof h->bins);
     memset(&h->st, 0, sizeof h->st);
     relaxed_store(&h->notified, NULL);
-    h->refill_zero = 0;
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         h->tc[c].cap = _hak_opt.check ? 0 : _hak_class_cap[c];   /* checked: no caching */
         h->tc[c].room = h->tc[c].cap + 1;
@@ -190,7 +189,8 @@ void _hak_heap_sweep_abandoned(void) {
 
 /* ---- refill and flush ------------------------------------------------------------------ */
 
-static void *refill_locked(hak_heap_t *h, size_t c, size_t n) {
+/* *zero: the block returned is untouched memory of a span known to be zero. */
+static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     hak_tcache_t *tc = &h->tc[c];
     if (unlikely(_hak_opt.check)) {
         c = _hak_check_class(c, n);
@@ -204,12 +204,13 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n) {
         hak_span_t *s = bin->cur;
         if (s != NULL) {
             void *first;
-            bool zero;
-            if (_hak_span_fill(s, tc, want, &first, &zero)) {
-                h->refill_zero = zero;
+            if (_hak_span_fill(s, tc, want, &first, zero)) {
                 tc->nalloc++;
-                if (unlikely(_hak_opt.check)) return _hak_check_alloc(s, first, n);
-                if (!zero) ((void **)first)[1] = NULL;   /* double-free key */
+                if (unlikely(_hak_opt.check)) {
+                    *zero = false;
+                    return _hak_check_alloc(s, first, n);
+                }
+                if (!*zero) ((void **)first)[1] = NULL;   /* double-free key */
                 return first;
             }
             /* Every block is out. Park the span unless a remote free just arrived. */
@@ -231,33 +232,43 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n) {
     }
 }
 
-SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n) {
+/* The slow path of malloc (clear = false) and calloc (clear = true). A calloc'd block is
+ * zeroed here unless the refill proved it untouched since the kernel zeroed it — and that
+ * proof stays in this frame: anything called after the block is chosen may allocate
+ * (pthread_create of the purge thread does) and run a refill of its own. */
+static void *refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
     if (unlikely(h == &_hak_empty_heap)) {
         h = _hak_heap_thread_init();
         if (h == NULL) { errno = ENOMEM; return NULL; }
     }
-    h->refill_zero = 0;
     hak_tcache_t *tc = &h->tc[c];
+    void *b;
+    bool zero = false;
     if (tc->head != NULL) {              /* filled by a nested call during thread setup */
-        void *b = tc->head;
+        b = tc->head;
         tc->head = *(void **)b;
+        ((void **)b)[1] = NULL;
         tc->room++;
         tc->nalloc++;
-        return b;
-    }
-    hak_lock(&h->lock);
-    void *b = refill_locked(h, c, n);
-    hak_unlock(&h->lock);
-    if (unlikely(b == NULL) && _hak_release_memory()) {
-        /* out of address space or memory: what hakmem kept for reuse went back; try again */
+    } else {
         hak_lock(&h->lock);
-        b = refill_locked(h, c, n);
+        b = refill_locked(h, c, n, &zero);
         hak_unlock(&h->lock);
-        if (b == NULL) errno = ENOMEM;
+        if (unlikely(b == NULL) && _hak_release_memory()) {
+            /* out of address space or memory: what hakmem kept for reuse went back; try again */
+            hak_lock(&h->lock);
+            b = refill_locked(h, c, n, &zero);
+            hak_unlock(&h->lock);
+            if (b == NULL) errno = ENOMEM;
+        }
     }
+    if (clear && b != NULL && !zero) memset(b, 0, n > 16 ? n : 16);
     _hak_purge_thread_poll();
     return b;
 }
+
+SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n) { return refill(h, c, n, false); }
+SLOW_PATH void *_hak_heap_refill_zeroed(hak_heap_t *h, size_t c, size_t n) { return refill(h, c, n, true); }
 
 /* A free found the double-free key in p: is p really free already, in this cache or on
  * its span's free list? (Only a user's data that happens to equal the key gets here
@@ -360,7 +371,8 @@ void _hak_heap_flush_all(hak_heap_t *h) {
 /* malloc_trim: the thread's current spans whose blocks are all home go back too. */
 /* With h->lock held: blocks other threads freed into h's spans come home, and spans left
  * with every block home go back to the pool. */
-static void reclaim_locked(hak_heap_t *h) {
+static size_t reclaim_locked(hak_heap_t *h) {
+    size_t released = 0;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         hak_bin_t *bin = &h->bins[c];
@@ -371,6 +383,7 @@ static void reclaim_locked(hak_heap_t *h) {
                 list_remove(&bin->partial, s);
                 s->list = SPAN_LOOSE;
                 span_release(s);
+                released++;
             }
         }
         hak_span_t *s = bin->cur;
@@ -380,8 +393,10 @@ static void reclaim_locked(hak_heap_t *h) {
             bin->cur = NULL;
             s->list = SPAN_LOOSE;
             span_release(s);
+            released++;
         }
     }
+    return released;
 }
 
 /* malloc_trim: the calling thread's spans. */
@@ -398,7 +413,7 @@ void _hak_heap_reclaim_all(void) {
     hak_lock(&heaps_lock);
     for (hak_heap_t *h = heaps_all; h != NULL; h = h->next_all) {
         if (!h->live || pthread_mutex_trylock(&h->lock) != 0) continue;
-        reclaim_locked(h);
+        HAK_STAT_ADD(reclaimed_spans, reclaim_locked(h));
         hak_unlock(&h->lock);
     }
     hak_unlock(&heaps_lock);

@@ -100,7 +100,8 @@ bool _hak_span_try_unmark_full(hak_span_t *s);
 /* ---- heap.c: thread heaps ---------------------------------------------------------- */
 extern hak_heap_t _hak_empty_heap;
 extern HAK_TLS hak_heap_t *_hak_thread_heap;
-void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n);   /* sets h->refill_zero */
+void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n);
+void *_hak_heap_refill_zeroed(hak_heap_t *h, size_t cls, size_t n);   /* calloc's */
 void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - tc->room; }
 void _hak_heap_flush_all(hak_heap_t *h);
@@ -162,6 +163,8 @@ typedef struct hak_gstats_s {
     _Atomic uint64_t bigcache_hits, bigcache_misses;
     _Atomic uint64_t mapped_peak;
     _Atomic uint64_t threads_total;
+    _Atomic uint64_t purge_rounds, reclaimed_spans;   /* background purges; spans reclaimed
+                                                         for idle owners */
 } hak_gstats_t;
 extern hak_gstats_t _hak_gstats;
 #define HAK_STAT_ADD(field, v) atomic_fetch_add_explicit(&_hak_gstats.field, (v), memory_order_relaxed)

@@ -26,6 +26,7 @@ static void *purger_main(void *arg) {
         struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
         nanosleep(&ts, NULL);
         size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
+        HAK_STAT_ADD(purge_rounds, 1);
         idle_rounds = left ? 0 : idle_rounds + 1;
     }
     atomic_store(&purger_running, 0);

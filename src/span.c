@@ -91,7 +91,7 @@ void _hak_span_free_remote(hak_span_t *s, void *p) {
         *(void **)p = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
         uintptr_t st = old & HAK_RS_MASK;
         nv = (uintptr_t)p | (st == HAK_RS_FULL ? HAK_RS_NOTIFYING : st);
-    } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_release,
+    } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if ((old & HAK_RS_MASK) != HAK_RS_FULL) return;
     /* We moved the span out of FULL: tell the owner, who waits for us before exiting. */

@@ -145,7 +145,6 @@ typedef struct hak_bin_s {
 struct hak_heap_s {
     hak_tcache_t tc[HAK_NCLASSES];             /* the hot part: malloc pops, free pushes */
     _Atomic(hak_span_t *) notified;            /* full spans that received a remote free */
-    uint8_t  refill_zero;                      /* last refill returned zeroed memory */
     uint8_t  live;                             /* a thread uses this heap */
     hak_heap_t *next_all;                      /* every heap ever made */
     hak_heap_t *next_free;                     /* recycled heaps */

@@ -1,0 +1,35 @@
+"""calloc's zero promise under threads, trading and the purge thread (issue 8).
+
+calloc_nested builds the one moment that broke it: a calloc whose refill starts the purge
+thread, whose pthread_create allocates inside that refill. calloc_churn is the general
+pattern — short-lived threads callocing, checking, trading blocks and sitting idle while
+the purge thread reclaims for them — run several times with the default options (and once
+with memory purged at once), and it must show the purge thread at work."""
+import pytest
+
+from conftest import VARIANTS, run_program
+from test_api import _run_broken
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_calloc_zero_with_nested_refill(variant):
+    r = run_program("calloc_nested", variant=variant, timeout=60)
+    assert " 0 failed" in r.stderr
+
+
+@pytest.mark.parametrize("run", range(4))
+def test_calloc_churn_default_options(run):
+    r = run_program("calloc_churn", variant="preload", timeout=120)
+    assert " 0 failed" in r.stderr
+
+
+def test_calloc_churn_static_eager_purge():
+    r = run_program("calloc_churn", variant="static", timeout=120,
+                    env={"HAKMEM_PURGE_DELAY_MS": "20"})
+    assert " 0 failed" in r.stderr
+
+
+def test_selfcheck_calloc_churn_detects_dirty_calloc():
+    r = _run_broken("calloc_churn", "calloc_dirty", ["4", "1", "2000"])
+    assert r.returncode != 0, "calloc_churn passed over a calloc that returns dirty memory"
+    assert "calloc(" in r.stderr and "word" in r.stderr, r.stderr[-3000:]
