@@ -56,7 +56,11 @@ FAST_PATH size_t hak_size_class(size_t n) {                  /* n ≤ HAK_LARGE_
 /* ---- registry.c: which 2 MiB chunks are hakmem's ---------------------------------- */
 #define HAK_CHUNK_SS    1          /* the chunk is a superslab */
 #define HAK_CHUNK_HUGE  2          /* the chunk belongs to a huge block's mapping */
-#define HAK_CHUNK_BITS  (47 - HAK_SS_SHIFT)    /* user space is below 2^47 */
+/* The registry covers addresses below HAK_CHUNK_LIMIT = 2^HAK_VA_BITS (registry.c, "Address
+ * width"): hakmem maps nothing above it, and a pointer above it is foreign. */
+#define HAK_VA_BITS     48
+#define HAK_CHUNK_BITS  (HAK_VA_BITS - HAK_SS_SHIFT)
+#define HAK_CHUNK_LIMIT ((uintptr_t)1 << HAK_VA_BITS)
 extern uint8_t _hak_chunk_kind[(size_t)1 << HAK_CHUNK_BITS];
 
 FAST_PATH unsigned hak_chunk_kind(uintptr_t a) {
@@ -64,9 +68,11 @@ FAST_PATH unsigned hak_chunk_kind(uintptr_t a) {
     if (unlikely(c >= ((uintptr_t)1 << HAK_CHUNK_BITS))) return 0;
     return __atomic_load_n(&_hak_chunk_kind[c], __ATOMIC_RELAXED);
 }
-void _hak_registry_add_superslab(void *ss);
+/* The writers refuse a range not wholly below the limit: false, nothing written (and the
+ * adds set ENOMEM). */
+bool _hak_registry_add_superslab(void *ss);
 bool _hak_registry_add_huge(void *hdr, void *from, size_t len);  /* false: no memory */
-void _hak_registry_remove(void *base, size_t len);
+bool _hak_registry_remove(void *base, size_t len);
 hak_huge_t *_hak_registry_huge_header(uintptr_t a);          /* NULL if none */
 
 bool _hak_release_memory(void);     /* alloc.c: trim; true if anything went back */
