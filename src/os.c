@@ -2,7 +2,9 @@
  *
  * Regions are mapped aligned (superslabs and huge blocks both sit on 2 MiB boundaries so
  * that the registry maps whole chunks). A first try asks for the spot just below the last
- * mapping, which the kernel usually grants aligned; otherwise we over-map and trim. */
+ * mapping, which the kernel usually grants aligned; otherwise we over-map and trim.
+ * No mapping is kept that ends above HAK_CHUNK_LIMIT, the end of what the registry
+ * describes (registry.c, "Address width"). */
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,27 +26,44 @@ static void *map_at(void *hint, size_t size) {
     return p == MAP_FAILED ? NULL : p;
 }
 
+/* Whether [p, p + size) lies below the registry's limit. */
+static bool below_limit(const void *p, size_t size) {
+    return size <= HAK_CHUNK_LIMIT && (uintptr_t)p <= HAK_CHUNK_LIMIT - size;
+}
+
 void *_hak_os_map_aligned(size_t size, size_t align) {
     uintptr_t hint = relaxed_load(&next_hint);
     int saved = errno;                     /* a successful call leaves errno alone */
     if (hint > size && align <= HAK_SS_SIZE) {
         void *p = map_at((void *)(hint - size), size);
         errno = saved;
-        if (p != NULL && ((uintptr_t)p & (align - 1)) == 0) {
+        if (p != NULL && ((uintptr_t)p & (align - 1)) == 0 && below_limit(p, size)) {
             relaxed_store(&next_hint, (uintptr_t)p);
             return thp_advise(p, size);
         }
         if (p != NULL) munmap(p, size);
     }
-    if (size + align < size) { errno = ENOMEM; return NULL; }
-    char *raw = map_at(NULL, size + align);
-    if (raw == NULL) { errno = ENOMEM; return NULL; }
-    char *p = (char *)hak_align_up((uintptr_t)raw, align);
-    if (p > raw) munmap(raw, (size_t)(p - raw));
-    size_t tail = (size_t)(raw + size + align - (p + size));
-    if (tail) munmap(p + size, tail);
-    relaxed_store(&next_hint, (uintptr_t)p);
-    return thp_advise(p, size);
+    if (size + align < size || size + align > HAK_CHUNK_LIMIT) { errno = ENOMEM; return NULL; }
+    /* Over-map and trim: where the kernel likes, and if that ends above the limit (no kernel
+     * known to hakmem goes there without a hint above it; this is the guard), once more at
+     * a hint low in the address space; then give up. */
+    static void *const retry[] = { NULL, (void *)(HAK_CHUNK_LIMIT >> 2) };
+    for (size_t i = 0; i < sizeof retry / sizeof retry[0]; i++) {
+        char *raw = map_at(retry[i], size + align);
+        if (raw == NULL) break;
+        char *p = (char *)hak_align_up((uintptr_t)raw, align);
+        if (!below_limit(p, size)) {
+            munmap(raw, size + align);
+            continue;
+        }
+        if (p > raw) munmap(raw, (size_t)(p - raw));
+        size_t tail = (size_t)(raw + size + align - (p + size));
+        if (tail) munmap(p + size, tail);
+        relaxed_store(&next_hint, (uintptr_t)p);
+        return thp_advise(p, size);
+    }
+    errno = ENOMEM;
+    return NULL;
 }
 
 void _hak_os_unmap(void *p, size_t size) {
@@ -67,6 +86,7 @@ bool _hak_os_purge(void *p, size_t size) {
  * on one VMA at a time: the tail grows, the head moves separately. */
 /* In place only (the tail VMA grows): true if it did. */
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split) {
+    if (!below_limit(old, newlen)) return false;   /* would grow past the registry's limit */
     if (split >= oldlen) split = 0;
     int saved = errno;
     bool ok = mremap((char *)old + split, oldlen - split, newlen - split, 0) != MAP_FAILED;
