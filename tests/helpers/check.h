@@ -1,25 +1,42 @@
-/* Tiny checking macros shared by the C test programs.
+/* check.h — the checking macros of every C and C++ test program (tests/api, tests/stress,
+ * tests/unit, tests/oom, tests/stats, ...). There is no other copy.
  *
  * A failed CHECK prints file:line and the expression, counts the failure and goes on, so
- * one run reports every broken contract, not only the first. CHECK_DONE() at the end of
- * main turns the count into the exit status. The output goes through write(2) into a
- * stack buffer (snprintf into a local array, no stdio buffering), because the allocator
- * under test may be the thing that is broken. */
+ * one run reports every broken contract, not only the first. CHECK_DONE(name) at the end
+ * of main prints the one summary line
+ *
+ *     NAME: CHECKS checks, FAILED failed
+ *
+ * on stderr and turns the count into the exit status. tests/conftest.py's
+ * assert_checks_passed() reads that line (FAILED must be 0 and CHECKS more than 0).
+ * The output goes through write(2) into a stack buffer (snprintf into a local array, no
+ * stdio buffering), because the allocator under test may be the thing that is broken.
+ *
+ * Compiles as C11 and as C++ (oom_new.cpp). */
 #ifndef HAK_TEST_CHECK_H
 #define HAK_TEST_CHECK_H
 
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static atomic_long check_failures;
+#ifdef __cplusplus
+#include <atomic>
+typedef std::atomic<long> check_atomic_long;
+#define CHECK_THREAD_LOCAL_ thread_local
+#else
+#include <stdatomic.h>
+typedef atomic_long check_atomic_long;
+#define CHECK_THREAD_LOCAL_ _Thread_local
+#endif
+
+static check_atomic_long check_failures;
 /* Checks are counted per thread (a shared counter would serialise the stress threads);
  * a thread adds its count to the total with check_thread_done() before it ends. */
-static _Thread_local long check_count;
-static atomic_long check_count_total;
+static CHECK_THREAD_LOCAL_ long check_count;
+static check_atomic_long check_count_total;
 
 static inline void check_thread_done(void)
 {
@@ -27,6 +44,7 @@ static inline void check_thread_done(void)
     check_count = 0;
 }
 
+static inline void check_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static inline void check_say(const char *fmt, ...)
 {
     char buf[512];
@@ -49,7 +67,7 @@ static inline void check_say(const char *fmt, ...)
     do {                                                                                \
         long n_ = atomic_fetch_add(&check_failures, 1);                                 \
         if (n_ < CHECK_MAX_REPORTS) {                                                   \
-            check_say("%s:%d: CHECK failed: %s", __FILE__, __LINE__, expr_text);      \
+            check_say("%s:%d: CHECK failed: %s", __FILE__, __LINE__, expr_text);        \
             check_say(" " __VA_ARGS__);                                                 \
             check_say("\n");                                                            \
         }                                                                               \
@@ -58,7 +76,7 @@ static inline void check_say(const char *fmt, ...)
 /* CHECK(expr) or CHECK(expr, "fmt", args...) — the format adds context (sizes, pointers). */
 #define CHECK(expr, ...)                                                                \
     do {                                                                                \
-        check_count++;                                              \
+        check_count++;                                                                  \
         if (!(expr))                                                                    \
             CHECK_FAILED_(#expr, "" __VA_ARGS__);                                       \
     } while (0)
@@ -66,7 +84,7 @@ static inline void check_say(const char *fmt, ...)
 /* For conditions that make going on pointless (a NULL where memory is needed). */
 #define REQUIRE(expr, ...)                                                              \
     do {                                                                                \
-        check_count++;                                              \
+        check_count++;                                                                  \
         if (!(expr)) {                                                                  \
             CHECK_FAILED_(#expr, "" __VA_ARGS__);                                       \
             check_say("aborting: required condition failed\n");                         \
@@ -74,18 +92,24 @@ static inline void check_say(const char *fmt, ...)
         }                                                                               \
     } while (0)
 
-#define CHECK_DONE(name)                                                                \
+/* CHECK_DONE("name"): the summary line, then return from main with 1 if anything failed.
+ * The name is a string literal; CHECK_DONE() (no name) prints the line without one. */
+#define CHECK_DONE(...)                                                                 \
     do {                                                                                \
+        const char *name_ = "" __VA_ARGS__;                                             \
         check_thread_done();                                                            \
         long f_ = atomic_load(&check_failures);                                         \
-        check_say("%s: %ld checks, %ld failed\n", name, atomic_load(&check_count_total),  \
-                  f_);                                                                  \
+        check_say("%s%s%ld checks, %ld failed\n", name_, *name_ ? ": " : "",            \
+                  atomic_load(&check_count_total), f_);                                 \
         return f_ ? 1 : 0;                                                              \
     } while (0)
 
 /* hak_owns is exported by libhakmem.so and libhakmem.a. It is declared weak so that the
  * same program also links and runs without hakmem (against the system allocator); the
- * tests then demand its presence with --expect-hakmem. */
+ * tests then demand its presence with --hakmem. */
+#ifdef __cplusplus
+extern "C"
+#endif
 int hak_owns(const void *p) __attribute__((weak));
 
 static inline int check_hakmem_present(void) { return hak_owns != NULL; }

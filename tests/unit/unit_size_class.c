@@ -1,7 +1,7 @@
 /* Size classes: lookup by table and by arithmetic agree with a linear search; waste stays
  * within a fifth; span geometry and aligned-class tables hold their promises. */
 #include "internal.h"
-#include "check.h"
+#include "../helpers/check.h"
 
 static size_t linear_class(size_t n) {
     for (size_t c = 0; c < HAK_NCLASSES; c++)
@@ -54,5 +54,5 @@ int main(void) {
         }
     CHECK(_hak_aligned_class[12][0] != 0xff);
     CHECK(_hak_class_size[_hak_aligned_class[12][0]] == 4096);
-    CHECK_DONE();
+    CHECK_DONE("unit_size_class");
 }

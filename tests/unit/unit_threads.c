@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "internal.h"
-#include "check.h"
+#include "../helpers/check.h"
 
 enum { N = 50000, SZ = 48 };
 static void *blocks[N];
@@ -99,5 +99,5 @@ int main(void) {
     size_t rss1 = rss_kb();
     printf("churn: rss %zu KiB after 300 threads, %zu KiB after 3000\n", rss0, rss1);
     CHECK(rss1 < rss0 + 8 * 1024);
-    CHECK_DONE();
+    CHECK_DONE("unit_threads");
 }

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "internal.h"
-#include "check.h"
+#include "../helpers/check.h"
 
 static size_t rss_kb(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -149,5 +149,5 @@ int main(void) {
     int on_stack;
     CHECK(!hak_owns(&on_stack));
     CHECK(!hak_owns(NULL));
-    CHECK_DONE();
+    CHECK_DONE("unit_tiers");
 }
