@@ -1,6 +1,7 @@
 # hakmem — build, test and benchmark.
 #
 #   make            build/libhakmem.so, build/libhakmem.a, build/libhakmem_api.a, build/hakmem
+#   make debug      build/debug/libhakmem.so and .a: every internal assertion compiled in
 #   make test       every test (pytest drives them; the last line is pytest's summary)
 #   make bench      the quick benchmark against the system allocator and the peers present
 #
@@ -32,8 +33,11 @@ $(BUILD)/obj/hakmem.o: $(SRC_ALL) | $(BUILD)/obj
 	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@
 $(BUILD)/obj/hakmem_api.o: $(SRC_ALL) | $(BUILD)/obj
 	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -DHAKMEM_NO_OVERRIDE -c src/hakmem.c -o $@
-$(BUILD)/obj/hakmem_debug.o: $(SRC_ALL) | $(BUILD)/obj
-	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -DHAKMEM_NO_OVERRIDE -c src/hakmem.c -o $@
+# Debug objects: assertions on every invariant (HAKMEM_DEBUG=2), malloc overridden.
+$(BUILD)/debug:
+	@mkdir -p $@
+$(BUILD)/debug/hakmem.o: $(SRC_ALL) | $(BUILD)/debug
+	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@
 
 $(BUILD)/libhakmem.so: $(BUILD)/obj/hakmem.o
 	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $< $(LDLIBS_LIB)
@@ -41,10 +45,12 @@ $(BUILD)/libhakmem.a: $(BUILD)/obj/hakmem.o
 	rm -f $@ && ar rcs $@ $<
 $(BUILD)/libhakmem_api.a: $(BUILD)/obj/hakmem_api.o
 	rm -f $@ && ar rcs $@ $<
-$(BUILD)/libhakmem_debug.a: $(BUILD)/obj/hakmem_debug.o
+$(BUILD)/debug/libhakmem.so: $(BUILD)/debug/hakmem.o
+	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $< $(LDLIBS_LIB)
+$(BUILD)/debug/libhakmem.a: $(BUILD)/debug/hakmem.o
 	rm -f $@ && ar rcs $@ $<
 
-debug: $(BUILD)/libhakmem_debug.a
+debug: $(BUILD)/debug/libhakmem.so $(BUILD)/debug/libhakmem.a
 
 clean:
 	rm -rf $(BUILD)

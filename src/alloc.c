@@ -15,6 +15,7 @@ FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc, size_t n) {
         ((void **)b)[1] = NULL;                /* the double-free key (see hak_free) */
         tc->room++;
         tc->nalloc++;
+        HAK_DEBUG_HANDOUT(b);
         return b;
     }
     return _hak_heap_refill(h, (size_t)(tc - h->tc), n);
@@ -62,15 +63,8 @@ static SLOW_PATH void free_slow(void *p) {
     _hak_report("free", HAK_ERR_FOREIGN, p, 0);
 }
 
-/* Is p the start of a block of this unit's span? One multiplication tells whether the
- * offset is a multiple of the block size (Lemire's divisibility test); a unit with no span
- * has div_magic 0 and fails it. */
-FAST_PATH bool block_start(const hak_unit_t *u, const void *p) {
-    uint32_t off = ((uint32_t)(uintptr_t)p & (uint32_t)(HAK_UNIT_SIZE - 1)) + u->span_off;
-    return (uint64_t)off * u->div_magic < u->div_magic && off < u->end_off;
-}
-
 FAST_PATH void tc_push(hak_heap_t *h, hak_tcache_t *tc, void *p) {
+    HAK_DEBUG_FREED(p);
     ((void **)p)[0] = tc->head;
     ((void **)p)[1] = tc;
     tc->head = p;
@@ -89,10 +83,11 @@ static SLOW_PATH void free_suspect(hak_heap_t *h, hak_tcache_t *tc, void *p) {
 }
 
 /* Another thread's block: freed remotely, unless its thread has exited, in which case this
- * thread adopts the span and frees locally. */
+ * thread adopts the span and frees locally (not in checked mode, where every free goes
+ * through the checks of the remote path). */
 static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p) {
     hak_span_t *s = &ss->spans[u->span];
-    if (relaxed_load(&u->owner) == NULL && _hak_heap_adopt_on_free(s, p)) return;
+    if (relaxed_load(&u->owner) == NULL && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
     _hak_span_free_remote(s, p);
 }
 
@@ -102,7 +97,7 @@ HAK_EXPORT void hak_free(void *p) {
     if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
         hak_superslab_t *ss = hak_ss_of(p);
         hak_unit_t *u = hak_unit_of(ss, p);
-        if (unlikely(!block_start(u, p))) { free_invalid(p); return; }
+        if (unlikely(!hak_block_start(u, p))) { free_invalid(p); return; }
         hak_heap_t *h = _hak_thread_heap;
         if (likely(relaxed_load(&u->owner) == h)) {
             hak_tcache_t *tc = (hak_tcache_t *)((char *)h + u->tc_off);
@@ -127,6 +122,7 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
         tc->head = *(void **)b;
         tc->room++;
         tc->nalloc++;
+        HAK_DEBUG_HANDOUT(b);
         return memset(b, 0, total > 16 ? total : 16);
     }
     return _hak_heap_refill_zeroed(h, (size_t)(tc - h->tc), total);
@@ -135,7 +131,7 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
 HAK_EXPORT size_t hak_usable_size(const void *p) {
     if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
         hak_superslab_t *ss = hak_ss_of(p);
-        if (likely(block_start(hak_unit_of(ss, p), p))) {
+        if (likely(hak_block_start(hak_unit_of(ss, p), p))) {
             hak_span_t *s = hak_span_of(ss, p);
             return unlikely(_hak_opt.check) ? _hak_check_usable(s, p) : s->bsize;
         }
@@ -154,7 +150,7 @@ HAK_EXPORT void *hak_realloc(void *p, size_t n) {
     if (n == 0) { hak_free(p); return NULL; }        /* glibc's behaviour */
     if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
         hak_superslab_t *ss = hak_ss_of(p);
-        if (unlikely(!block_start(hak_unit_of(ss, p), p))) {
+        if (unlikely(!hak_block_start(hak_unit_of(ss, p), p))) {
             report_bad_block("realloc", p);
             errno = EINVAL;
             return NULL;

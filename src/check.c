@@ -11,12 +11,15 @@
  *   [bsize - 8, ...)  n itself, so free knows where the canary is
  * except in a span of one block (the large tier), which keeps n in its metadata and the
  * canary wherever there is room for it.
- * A freed block keeps its list link in word 0, carries FREED_MARK in word 1 and is filled
- * with FILL from byte 16 on; malloc verifies the fill before handing the block out again. */
+ *
+ * A freed block is marked free in the span's free map (outside the block, so no write of
+ * the program's can unmark it: a second free is always seen). Its first word is its list
+ * link, its second the link XOR a key (span.c checks the pair before following the link),
+ * and from byte 16 on it is filled with FILL, verified when the block is handed out again:
+ * a write anywhere in a freed block is reported, at the latest on its reuse. */
 #include "internal.h"
 
 #define CANARY     0xc5c5c5c5c5c5c5c5ull
-#define FREED_MARK ((void *)0x0f4eedf4eedf4eedull)
 #define FILL       0xdf
 
 static bool fill_intact(const unsigned char *p, size_t from, size_t to) {
@@ -40,12 +43,16 @@ size_t _hak_check_usable(const hak_span_t *s, const void *p) {
     return n + 16 <= bsize ? n : bsize;
 }
 
-/* A block leaves the allocator: verify it was left alone while free, arm the canary. */
+/* A freed block is handed out again: its fill must be intact (span.c checked its first 16
+ * bytes when it followed the block's link). */
+void _hak_check_reuse(const hak_span_t *s, void *p) {
+    if (!fill_intact(p, 16, s->bsize)) _hak_report("malloc", HAK_ERR_USE_AFTER_FREE, p, s->bsize);
+}
+
+/* A block leaves the allocator: arm the canary. */
 void *_hak_check_alloc(hak_span_t *s, void *p, size_t n) {
     unsigned char *b = p;
     size_t bsize = s->bsize;
-    if (((void **)p)[1] == FREED_MARK && !fill_intact(b, 16, bsize))
-        _hak_report("malloc", HAK_ERR_USE_AFTER_FREE, p, bsize);
     ((void **)p)[1] = NULL;
     uint64_t canary = CANARY;
     if (s->capacity == 1) {
@@ -59,10 +66,10 @@ void *_hak_check_alloc(hak_span_t *s, void *p, size_t n) {
 }
 
 /* A block comes back. false: it must not be freed (double free, reported). */
-bool _hak_check_free(const hak_span_t *s, void *p) {
+bool _hak_check_free(hak_span_t *s, void *p) {
     unsigned char *b = p;
     size_t bsize = s->bsize;
-    if (((void **)p)[1] == FREED_MARK && fill_intact(b, 16, bsize)) {
+    if (_hak_freemap_set(s, p, true)) {
         _hak_report("free", HAK_ERR_DOUBLE_FREE, p, bsize);
         return false;
     }
@@ -72,7 +79,6 @@ bool _hak_check_free(const hak_span_t *s, void *p) {
         _hak_report("free", HAK_ERR_OVERRUN, p, bsize);
     else if (s->capacity != 1 && n + 16 > bsize)
         _hak_report("free", HAK_ERR_OVERRUN, p, bsize);    /* the size word itself was hit */
-    ((void **)p)[1] = FREED_MARK;
     memset(b + 16, FILL, bsize - 16);
     return true;
 }

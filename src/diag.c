@@ -36,6 +36,8 @@ static const char *const problems[] = {
     [HAK_ERR_DOUBLE_FREE] = "double free",
     [HAK_ERR_OVERRUN] = "write past the end of the block (canary damaged)",
     [HAK_ERR_USE_AFTER_FREE] = "write to freed memory (fill pattern damaged)",
+    [HAK_ERR_LINK_DAMAGED] = "write to freed memory (its free-list link damaged)",
+    [HAK_ERR_CORRUPT] = "a free list of hakmem's is damaged (a write to freed memory, or a block freed twice)",
 };
 
 SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t size) {
@@ -44,10 +46,10 @@ SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t 
     char buf[256];
     size_t cap = sizeof buf - 1;
     size_t n = put_str(buf, 0, cap, "hakmem: ");
-    n = put_str(buf, n, cap, func);
-    n = put_str(buf, n, cap, "(");
+    n = put_str(buf, n, cap, func ? func : "block ");
+    n = put_str(buf, n, cap, func ? "(" : "");
     n = put_hex(buf, n, cap, (uintptr_t)p);
-    n = put_str(buf, n, cap, "): ");
+    n = put_str(buf, n, cap, func ? "): " : ": ");
     n = put_str(buf, n, cap, problems[problem]);
     if (size) {
         n = put_str(buf, n, cap, " (block of ");

@@ -33,6 +33,7 @@ static _Atomic(hak_span_t *) abandoned[HAK_NCLASSES];
 /* ---- span lists (owner-private, doubly linked) -------------------------------------- */
 
 static void list_push(hak_span_t **head, hak_span_t *s) {
+    hak_assert(s->next == NULL && s->prev == NULL && *head != s);   /* on no list */
     s->prev = NULL;
     s->next = *head;
     if (*head) (*head)->prev = s;
@@ -40,13 +41,18 @@ static void list_push(hak_span_t **head, hak_span_t *s) {
 }
 
 static void list_remove(hak_span_t **head, hak_span_t *s) {
+    hak_assert(s->prev != NULL ? s->prev->next == s : *head == s);
+    hak_assert(s->next == NULL || s->next->prev == s);
     if (s->prev) s->prev->next = s->next; else *head = s->next;
     if (s->next) s->next->prev = s->prev;
     s->next = s->prev = NULL;
 }
 
 static void span_release(hak_span_t *s) {
-    hak_assert(s->used == 0);
+    HAK_VALIDATE_SPAN(s);
+    hak_assert(s->used == 0 && s->list == SPAN_LOOSE);
+    hak_assert((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0);   /* none out */
+    hak_assert(s->nfree == (uint32_t)((size_t)(s->bump - s->start) / s->bsize));
     _hak_pool_release(s);
 }
 
@@ -203,6 +209,8 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     for (;;) {
         hak_span_t *s = bin->cur;
         if (s != NULL) {
+            hak_assert(s->list == SPAN_CUR && s->cls == c && relaxed_load(&s->owner) == h);
+            HAK_VALIDATE_SPAN(s);
             void *first;
             if (_hak_span_fill(s, tc, want, &first, zero)) {
                 tc->nalloc++;
@@ -262,7 +270,7 @@ static void *refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
             if (b == NULL) errno = ENOMEM;
         }
     }
-    if (clear && b != NULL && !zero) memset(b, 0, n > 16 ? n : 16);
+    if (clear && b != NULL && !zero) memset(b, 0, n);     /* (word 1, the key, is clear) */
     _hak_purge_thread_poll();
     return b;
 }
@@ -290,6 +298,7 @@ SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
 /* A block goes home to its span (the owner's own, so no atomics). */
 static void return_block(hak_heap_t *h, void *b) {
     hak_span_t *s = hak_span_of(hak_ss_of(b), b);
+    hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
     *(void **)b = s->free;
     s->free = b;
     s->nfree++;
@@ -322,6 +331,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
         hak_unlock(&aband_lock);
         return false;
     }
+    HAK_DEBUG_FREED(p);
     if (s->prev) s->prev->next = s->next; else relaxed_store(&abandoned[s->cls], s->next);
     if (s->next) s->next->prev = s->prev;
     s->next = s->prev = NULL;
@@ -343,17 +353,37 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     return true;
 }
 
+/* Could b be a block of tc's class in one of h's spans? A cached block's link is its first
+ * word, which a use after free may have overwritten: the flush checks each block before it
+ * touches it, so a damaged link ends in a report, not a wild write. */
+static bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, void *b) {
+    if (hak_chunk_kind((uintptr_t)b) != HAK_CHUNK_SS) return false;
+    hak_unit_t *u = hak_unit_of(hak_ss_of(b), b);
+    return hak_block_start(u, b) && relaxed_load(&u->owner) == h &&
+           u->tc_off == (uint16_t)((char *)tc - (char *)h);
+}
+
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
  * sends the rest home. */
 SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     h->st.flushes[tc - h->tc]++;
+    uint32_t count = hak_tc_count(tc);
     void *b = tc->head, *prev = NULL;
     uint32_t i = 0;
-    for (; i < keep && b != NULL; i++) { prev = b; b = *(void **)b; }
+    for (; i < keep && b != NULL; i++) {
+        if (unlikely(!cached_ok(h, tc, b))) break;
+        prev = b;
+        b = *(void **)b;
+    }
     if (prev) *(void **)prev = NULL; else tc->head = NULL;
     tc->room = tc->cap + 1 - i;
     hak_lock(&h->lock);
-    while (b != NULL) {
+    for (; b != NULL; i++) {
+        if (unlikely(i >= count || !cached_ok(h, tc, b))) {
+            /* warn: the blocks past a damaged link stay out of use */
+            _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
+            break;
+        }
         void *next = *(void **)b;
         return_block(h, b);
         b = next;

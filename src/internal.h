@@ -87,6 +87,13 @@ FAST_PATH hak_unit_t *hak_unit_of(hak_superslab_t *ss, const void *p) {
 FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
     return &ss->spans[hak_unit_of(ss, p)->span];
 }
+/* Is p the start of a block of this unit's span? One multiplication tells whether the
+ * offset is a multiple of the block size (Lemire's divisibility test); a unit with no span
+ * has div_magic 0 and fails it. */
+FAST_PATH bool hak_block_start(const hak_unit_t *u, const void *p) {
+    uint32_t off = ((uint32_t)(uintptr_t)p & (uint32_t)(HAK_UNIT_SIZE - 1)) + u->span_off;
+    return (uint64_t)off * u->div_magic < u->div_magic && off < u->end_off;
+}
 void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h);
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner);   /* NULL: out of memory */
 void _hak_pool_release(hak_span_t *s);
@@ -97,6 +104,24 @@ void _hak_pool_unlock(void);
 void _hak_pool_reset_lock(void);
 
 /* ---- span.c: blocks inside a span -------------------------------------------------- */
+/* The free map (types.h) is kept in debug builds, and in checked mode at run time. */
+#define HAK_TRACK_FREE (HAKMEM_DEBUG > 0 || _hak_opt.check)
+bool _hak_freemap_set(hak_span_t *s, const void *p, bool free);   /* returns the old bit */
+bool _hak_freemap_get(const hak_span_t *s, const void *p);
+void _hak_freemap_reset(hak_span_t *s);
+#if HAKMEM_DEBUG > 0
+/* A block leaves hakmem (it must have been free) or comes back (it must have been live). */
+void _hak_debug_handout(const void *p);
+void _hak_debug_freed(const void *p);
+#define HAK_DEBUG_HANDOUT(p) _hak_debug_handout(p)
+#define HAK_DEBUG_FREED(p)   _hak_debug_freed(p)
+void _hak_span_validate(const hak_span_t *s);
+#define HAK_VALIDATE_SPAN(s) _hak_span_validate(s)
+#else
+#define HAK_VALIDATE_SPAN(s) ((void)0)
+#define HAK_DEBUG_HANDOUT(p) ((void)0)
+#define HAK_DEBUG_FREED(p)   ((void)0)
+#endif
 uint32_t _hak_span_collect_remote(hak_span_t *s);
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero);
 void _hak_span_free_remote(hak_span_t *s, void *p);
@@ -184,14 +209,16 @@ void _hak_heap_foreach(void (*fn)(hak_heap_t *h, void *arg), void *arg);
 #define HAK_CHECK_OWNER ((hak_heap_t *)(uintptr_t)16)   /* owner slot no heap matches */
 size_t _hak_check_class(size_t c, size_t n);
 void *_hak_check_alloc(hak_span_t *s, void *p, size_t n);
+void _hak_check_reuse(const hak_span_t *s, void *p);
 size_t _hak_check_usable(const hak_span_t *s, const void *p);
-bool _hak_check_free(const hak_span_t *s, void *p);
+bool _hak_check_free(hak_span_t *s, void *p);
 
 /* ---- diag.c: reports that never allocate ------------------------------------------- */
 enum { HAK_ERR_FOREIGN = 1, HAK_ERR_NOT_LIVE, HAK_ERR_INTERIOR, HAK_ERR_DOUBLE_FREE,
-       HAK_ERR_OVERRUN, HAK_ERR_USE_AFTER_FREE };
+       HAK_ERR_OVERRUN, HAK_ERR_USE_AFTER_FREE, HAK_ERR_CORRUPT, HAK_ERR_LINK_DAMAGED };
 /* One line on stderr ("hakmem: free(0x...): double free ..."), then abort unless
- * HAKMEM_ON_ERROR=warn. size 0: unknown. */
+ * HAKMEM_ON_ERROR=warn. size 0: unknown. func NULL: found on a slow path, not in a call of
+ * the program's ("hakmem: block 0x...: ..."). */
 SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t size);
 void _hak_crash_handler_install(void);
 void _hak_assert_fail(const char *expr, const char *file, int line);

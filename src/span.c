@@ -15,16 +15,176 @@
  * only frees its own blocks never pays an atomic read-modify-write. */
 #include "internal.h"
 
+static bool in_span(const hak_span_t *s, const void *b);
+
+/* ---- the free map (checked mode, debug builds) ---------------------------------------- */
+
+static _Atomic uint64_t *freemap_word(const hak_span_t *s, const void *p, uint64_t *bit) {
+    hak_superslab_t *ss = hak_ss_of(s);
+    size_t i = (size_t)((const char *)p - s->start) / s->bsize;
+    *bit = 1ull << (i % 64);
+    return &ss->freemap[s - ss->spans][i / 64];
+}
+
+bool _hak_freemap_get(const hak_span_t *s, const void *p) {
+    uint64_t bit;
+    return (relaxed_load(freemap_word(s, p, &bit)) & bit) != 0;
+}
+
+bool _hak_freemap_set(hak_span_t *s, const void *p, bool free) {
+    uint64_t bit;
+    _Atomic uint64_t *w = freemap_word(s, p, &bit);
+    uint64_t old = free ? atomic_fetch_or_explicit(w, bit, memory_order_relaxed)
+                        : atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed);
+    return (old & bit) != 0;
+}
+
+void _hak_freemap_reset(hak_span_t *s) {
+    hak_superslab_t *ss = hak_ss_of(s);
+    size_t words = (s->capacity + 63) / 64;
+    for (size_t k = 0; k < words; k++) relaxed_store(&ss->freemap[s - ss->spans][k], 0);
+}
+
+#if HAKMEM_DEBUG > 0
+/* Everything the span's metadata says of itself (owner's lock held, or the span is the
+ * caller's alone). Walks the free list: debug builds only. */
+void _hak_span_validate(const hak_span_t *s) {
+    hak_superslab_t *ss = hak_ss_of(s);
+    unsigned u = (unsigned)(s - ss->spans);
+    hak_assert(ss->magic == HAK_SS_MAGIC && hak_chunk_kind((uintptr_t)ss) == HAK_CHUNK_SS);
+    hak_assert(s->bsize == _hak_class_size[s->cls] && s->units == _hak_class_units[s->cls]);
+    hak_assert(s->start == (char *)ss + (size_t)u * HAK_UNIT_SIZE);
+    hak_assert(s->capacity == (uint32_t)((size_t)s->units * HAK_UNIT_SIZE / s->bsize));
+    hak_assert(s->end == s->start + (size_t)s->capacity * s->bsize);
+    hak_assert(s->bump >= s->start && s->bump <= s->end);
+    uint32_t carved = (uint32_t)((size_t)(s->bump - s->start) / s->bsize);
+    hak_assert(s->used + s->nfree <= carved);          /* remote blocks count in `used` */
+    hak_heap_t *o = relaxed_load(&s->owner);
+    for (unsigned k = u; k < u + s->units; k++) {
+        const hak_unit_t *d = &ss->unit[k];
+        hak_assert(d->span == u && d->cls == s->cls && d->div_magic != 0);
+        hak_heap_t *uo = relaxed_load(&d->owner);
+        hak_assert(uo == o || (o != NULL && uo == HAK_CHECK_OWNER));
+        hak_assert(!(ss->free_mask & (1u << k)));
+    }
+    uint32_t n = 0;
+    for (void *b = s->free; b != NULL; b = *(void **)b) {
+        hak_assert(in_span(s, b) && _hak_freemap_get(s, b));
+        hak_assert(++n <= s->nfree);
+    }
+    hak_assert(n == s->nfree);
+}
+
+void _hak_debug_handout(const void *p) {
+    hak_assert(_hak_freemap_set(hak_span_of(hak_ss_of(p), p), p, false));  /* was on a list */
+}
+void _hak_debug_freed(const void *p) {
+    hak_assert(!_hak_freemap_set(hak_span_of(hak_ss_of(p), p), p, true));  /* was live */
+}
+#endif
+
+/* ---- links between free blocks ------------------------------------------------------
+ * A free block's first word links it to the next one. The program may have written over
+ * it (a use after free), so a slow path that follows a link first checks where it goes:
+ * to NULL or to a block of the same span, below its bump pointer. In checked mode a free
+ * block's second word also holds the link XOR a key, and the target must be marked free:
+ * any write into the first 16 bytes of a freed block breaks the pair. A link that fails
+ * is reported; with HAKMEM_ON_ERROR=warn the list ends there (the blocks past it stay out
+ * of use) and the span works on. */
+
+#define LINK_KEY 0x5a17c0de0bad1dedull
+
+/* A span's carved range and block size, for checking many links in a row. */
+typedef struct { uintptr_t start, len; uint64_t magic; } bounds_t;
+
+static inline bounds_t bounds_of(const hak_span_t *s) {
+    return (bounds_t){ (uintptr_t)s->start, (uintptr_t)(s->bump - s->start),
+                       hak_unit_of(hak_ss_of(s), s->start)->div_magic };
+}
+
+/* b is a block of the span below its bump pointer: one compare for the range, one
+ * multiplication for the block start (offsets fit 32 bits; see hak_block_start). */
+static inline bool in_bounds(bounds_t k, const void *b) {
+    uintptr_t off = (uintptr_t)b - k.start;
+    return off < k.len && (uint64_t)(uint32_t)off * k.magic < k.magic;
+}
+
+static bool in_span(const hak_span_t *s, const void *b) { return in_bounds(bounds_of(s), b); }
+
+/* Checked mode's part of a link check: the key word agrees and the target is free. */
+static bool link_ok_checked(const hak_span_t *s, void *b, void *next) {
+    if (((uintptr_t *)b)[1] != ((uintptr_t)next ^ LINK_KEY)) return false;
+    return next == NULL || _hak_freemap_get(s, next);
+}
+
+static bool link_ok(const hak_span_t *s, void *b, void *next) {
+    if (next != NULL && !in_span(s, next)) return false;
+    return likely(!_hak_opt.check) || link_ok_checked(s, b, next);
+}
+
+static void link_set(void *b, void *next) {
+    *(void **)b = next;
+    if (unlikely(_hak_opt.check)) ((uintptr_t *)b)[1] = (uintptr_t)next ^ LINK_KEY;
+}
+
+static SLOW_PATH void report_link(const hak_span_t *s, void *b) {
+    _hak_report(NULL, _hak_opt.check ? HAK_ERR_LINK_DAMAGED : HAK_ERR_CORRUPT, b, s->bsize);
+}
+
+/* A remote list that is longer than the blocks out, or runs in a cycle (a block freed
+ * twice from other threads), or has a bad link. Reported; under warn, the list is cut at
+ * the first block seen twice or with a bad link. Returns the length kept; *tail its end. */
+static SLOW_PATH uint32_t repair_remote(hak_span_t *s, void *head, void **tail) {
+    _hak_report(NULL, HAK_ERR_CORRUPT, head, s->bsize);
+    uint64_t seen[HAK_FREEMAP_WORDS] = { 0 };
+    uint32_t n = 0;
+    void *b = head;
+    for (;;) {
+        size_t i = (size_t)((char *)b - s->start) / s->bsize;
+        seen[i / 64] |= 1ull << (i % 64);
+        n++;
+        void *next = *(void **)b;
+        if (next == NULL || !link_ok(s, b, next) || n >= s->used) break;
+        size_t j = (size_t)((char *)next - s->start) / s->bsize;
+        if ((seen[j / 64] >> (j % 64)) & 1) break;
+        b = next;
+    }
+    link_set(b, NULL);
+    *tail = b;
+    return n;
+}
+
+/* Blocks other threads freed come home to the free list. Acquire pairs with the freers'
+ * release: their writes of the link (and of the block, before free) are visible here. */
 uint32_t _hak_span_collect_remote(hak_span_t *s) {
     if ((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0) return 0;
     uintptr_t v = atomic_fetch_and_explicit(&s->remote, (uintptr_t)HAK_RS_MASK,
                                             memory_order_acquire);
     void *head = (void *)(v & ~(uintptr_t)HAK_RS_MASK);
     if (head == NULL) return 0;
-    uint32_t n = 1;
+    /* The walk checks each link with the span's bounds and block size held in registers
+     * (the links are remote frees: many per collection on producer/consumer programs). */
+    bounds_t k = bounds_of(s);
+    uint32_t n = 1, used = s->used;
+    bool checked = _hak_opt.check;
     void *tail = head;
-    while (*(void **)tail != NULL) { tail = *(void **)tail; n++; }
-    *(void **)tail = s->free;
+    for (;;) {
+        void *next = *(void **)tail;
+        if (unlikely(next != NULL && !in_bounds(k, next)) ||
+            unlikely(checked && !link_ok_checked(s, tail, next))) {
+            report_link(s, tail);
+            link_set(tail, NULL);
+            break;
+        }
+        if (next == NULL) break;
+        if (unlikely(n >= used)) {            /* more blocks back than were out: a cycle */
+            n = repair_remote(s, head, &tail);
+            break;
+        }
+        tail = next;
+        n++;
+    }
+    link_set(tail, s->free);
     s->free = head;
     s->nfree += n;
     hak_assert(s->used >= n);
@@ -45,8 +205,21 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
             n = s->nfree;
             s->free = NULL;
         } else {
-            for (n = 1; n < want; n++) last = *(void **)last;
-            s->free = *(void **)last;
+            bounds_t k = bounds_of(s);
+            bool checked = _hak_opt.check;
+            for (n = 1; n < want; n++) {
+                void *next = *(void **)last;
+                if (unlikely(next == NULL || !in_bounds(k, next)) ||
+                    unlikely(checked && !link_ok_checked(s, last, next))) break;
+                last = next;
+            }
+            void *rest = *(void **)last;
+            if (unlikely(!link_ok(s, last, rest) || (rest == NULL && n < s->nfree))) {
+                report_link(s, last);
+                rest = NULL;                     /* warn: the list ends here */
+                s->nfree = n;
+            }
+            s->free = rest;
             *(void **)last = NULL;
         }
         s->nfree -= n;
@@ -55,6 +228,11 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         tc->head = *(void **)head;
         tc->room = tc->cap + 1 - (n - 1);
         *zero = false;
+        /* the first block leaves hakmem: it must have been free, and untouched since */
+        if (HAK_TRACK_FREE) {
+            if (!_hak_freemap_set(s, head, false)) _hak_report(NULL, HAK_ERR_CORRUPT, head, s->bsize);
+            if (_hak_opt.check) _hak_check_reuse(s, head);
+        }
         return n;
     }
     if (s->bump < s->end) {
@@ -64,13 +242,13 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         char *b = s->bump;
         *first = b;
         *zero = s->zero;
-        if (unlikely(_hak_opt.check)) ((void **)b)[1] = NULL;   /* not a freed block's mark */
         /* link blocks 1..n-1; block 0 stays untouched so a zeroed span stays zero */
         void *head = NULL;
         for (uint32_t i = n - 1; i >= 1; i--) {
             void *blk = b + (size_t)i * bs;
             *(void **)blk = head;
             head = blk;
+            if (HAKMEM_DEBUG > 0) _hak_freemap_set(s, blk, true);   /* into the tcache */
         }
         tc->head = head;
         tc->room = tc->cap + 1 - (n - 1);
@@ -82,13 +260,26 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
 }
 
 void _hak_span_free_remote(hak_span_t *s, void *p) {
-    if (unlikely(_hak_opt.check) && !_hak_check_free(s, p)) return;
+    bool checked = _hak_opt.check;
+    if (unlikely(checked)) {
+        if (!_hak_check_free(s, p)) return;
+    } else {
+        HAK_DEBUG_FREED(p);
+    }
     hak_heap_t *me = _hak_thread_heap;
     if (me != &_hak_empty_heap) me->st.remote_frees[s->cls]++;
     else atomic_fetch_add_explicit(&_hak_gstats.remote_frees_noheap[s->cls], 1, memory_order_relaxed);
+    /* Release: the block's contents and link are published with it. Acquire: reading FULL
+     * here means the owner parked the span (its list links, s->owner) before this. */
     uintptr_t old = relaxed_load(&s->remote), nv;
     do {
-        *(void **)p = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
+        void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
+        if (unlikely(top == p)) {            /* the same block freed twice in a row */
+            _hak_report("free", HAK_ERR_DOUBLE_FREE, p, s->bsize);
+            return;
+        }
+        *(void **)p = top;
+        if (unlikely(checked)) ((uintptr_t *)p)[1] = (uintptr_t)top ^ LINK_KEY;
         uintptr_t st = old & HAK_RS_MASK;
         nv = (uintptr_t)p | (st == HAK_RS_FULL ? HAK_RS_NOTIFYING : st);
     } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_acq_rel,

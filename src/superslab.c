@@ -217,6 +217,7 @@ retry:
     s->next = s->prev = s->notify_next = NULL;
     s->list = SPAN_LOOSE;
     atomic_store_explicit(&s->remote, 0, memory_order_relaxed);
+    if (HAK_TRACK_FREE) _hak_freemap_reset(s);
     _hak_span_set_owner(s, owner);
     return s;
 }

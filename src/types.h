@@ -33,6 +33,7 @@
 #define HAK_UNITS       32                                   /* units per superslab */
 #define HAK_UNITS_ALL   0xFFFFFFFEu                          /* units 1..31 usable */
 #define HAK_PAGE        4096
+#define HAK_FREEMAP_WORDS (HAK_UNIT_SIZE / 16 / 64)         /* bits for the most blocks a span holds */
 
 #define HAK_TINY_MAX    1024
 #define HAK_MID_MAX     (64 * 1024)
@@ -107,6 +108,10 @@ struct hak_superslab_s {
     hak_superslab_t *next, *prev;  /* pool list: partial or empty */
     uint8_t  list;                 /* which pool list */
     hak_span_t spans[HAK_UNITS] __attribute__((aligned(64)));  /* meta of span heads */
+    /* Checked mode and debug builds only: a bit per block of the span headed at each unit,
+     * set while the block is free (cached, on a free list or a remote list). Nothing else
+     * touches it, so in a release run its pages are never faulted in. */
+    _Atomic uint64_t freemap[HAK_UNITS][HAK_FREEMAP_WORDS] __attribute__((aligned(64)));
 };
 
 struct hak_huge_s {

@@ -8,6 +8,12 @@
 #include <string.h>
 
 static void *free_it(void *p) { free(p); return NULL; }
+static void *free_twice(void *p) { free(p); free(p); return NULL; }
+static void *free_p_q_p(void *arg) {
+    void **pq = arg;
+    free(pq[0]); free(pq[1]); free(pq[0]);
+    return NULL;
+}
 
 /* After an ignored misuse the allocator must still hand out sound, distinct blocks. */
 static int heap_still_works(void) {
@@ -62,6 +68,36 @@ int main(int argc, char **argv) {
         pthread_create(&t, NULL, free_it, p);
         pthread_join(t, NULL);
         free(p);
+    }
+    else if (!strcmp(c, "remote_double_free")) {      /* twice in a row from another thread */
+        pthread_t t;
+        pthread_create(&t, NULL, free_twice, p);
+        pthread_join(t, NULL);
+    }
+    else if (!strcmp(c, "remote_double_free_cycle")) {
+        /* p, q, p from another thread: the span's remote list runs in a cycle, which the
+         * owner meets when it collects (malloc_trim makes it collect now) */
+        void *pq[2] = { malloc(100), malloc(100) };
+        pthread_t t;
+        pthread_create(&t, NULL, free_p_q_p, pq);
+        pthread_join(t, NULL);
+        malloc_trim(0);
+    }
+    else if (!strcmp(c, "uaf_first_words")) {
+        /* a freed struct's fields written through a stale pointer: the first 48 bytes */
+        char *s = malloc(48);
+        free(s);
+        memset(s, 0x41, 48);
+        for (int i = 0; i < 10; i++) (void)!malloc(48);
+    }
+    else if (!strcmp(c, "uaf_flush")) {
+        /* the same, met by a flush of the thread cache rather than by malloc */
+        enum { N = 300 };
+        void *many[N];
+        for (int i = 0; i < N; i++) many[i] = malloc(48);
+        free(many[0]);
+        memset(many[0], 0x41, 48);
+        for (int i = 1; i < N; i++) free(many[i]);
     }
     else if (!strcmp(c, "none")) { free(p); free(q); }
     else return 2;
