@@ -80,6 +80,7 @@ typedef struct hak_stats_s {
     size_t resident, resident_peak;         /* RSS of the process (from the kernel) */
     size_t purged;                          /* bytes returned to the OS so far */
     unsigned long long threads_live, threads_total;
+    unsigned long long purge_starts;        /* times the background purge thread started */
     unsigned long long purge_rounds;        /* rounds of the background purge thread */
     unsigned long long reclaimed_spans;     /* spans returned for idle owners by other threads */
 } hak_stats_t;

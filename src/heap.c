@@ -23,6 +23,16 @@
 hak_heap_t _hak_empty_heap;
 HAK_TLS hak_heap_t *_hak_thread_heap = &_hak_empty_heap;
 
+/* Set when the thread's heap is handed back at exit. Whatever the thread still does after
+ * that (later key destructors, C++ thread_local destructors of other libraries, glibc's
+ * __libc_thread_freeres) must not give it a new heap: no destructor would end that one.
+ * Its mallocs are served by the late heap, its frees go home remotely. */
+static HAK_TLS bool thread_done;
+
+/* The late heap: shared by threads past their exit, always used under its lock, caching
+ * nothing (its tcaches have capacity 0). Its blocks are freed like any other. */
+static hak_heap_t *late_heap;
+
 static pthread_mutex_t heaps_lock = HAK_LOCK_INIT;
 static hak_heap_t *heaps_all, *heaps_free;
 static char *meta_cur, *meta_end;               /* carving area for heap structs */
@@ -77,7 +87,6 @@ static hak_heap_t *heap_new(void) {
         h->next_all = heaps_all;
         heaps_all = h;
     }
-    HAK_STAT_ADD(threads_total, 1);
     h->next_free = NULL;
     hak_unlock(&heaps_lock);
 
@@ -90,13 +99,29 @@ static hak_heap_t *heap_new(void) {
         h->tc[c].cap = _hak_opt.check ? 0 : _hak_class_cap[c];   /* checked: no caching */
         h->tc[c].room = h->tc[c].cap + 1;
     }
+    h->shared = 0;
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
     h->live = 1;
     hak_unlock(&heaps_lock);
     return h;
 }
 
+static hak_heap_t *late_heap_get(void) {
+    hak_heap_t *h = atomic_load_explicit((_Atomic(hak_heap_t *) *)&late_heap, memory_order_acquire);
+    if (h != NULL) return h;
+    static pthread_mutex_t make_lock = HAK_LOCK_INIT;
+    hak_lock(&make_lock);
+    if ((h = late_heap) == NULL && (h = heap_new()) != NULL) {
+        for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = 0, h->tc[c].room = 1;
+        h->shared = 1;
+        atomic_store_explicit((_Atomic(hak_heap_t *) *)&late_heap, h, memory_order_release);
+    }
+    hak_unlock(&make_lock);
+    return h;
+}
+
 hak_heap_t *_hak_heap_thread_init(void) {
+    if (thread_done) return NULL;
     _hak_init();
     hak_heap_t *h = heap_new();
     if (h == NULL) return NULL;
@@ -104,6 +129,7 @@ hak_heap_t *_hak_heap_thread_init(void) {
     _hak_thread_heap = h;
     if (atomic_load_explicit(&_hak_thread_key_ok, memory_order_acquire))
         pthread_setspecific(_hak_thread_key, h);
+    HAK_STAT_ADD(threads_total, 1);
     return h;
 }
 
@@ -244,8 +270,11 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
  * zeroed here unless the refill proved it untouched since the kernel zeroed it — and that
  * proof stays in this frame: anything called after the block is chosen may allocate
  * (pthread_create of the purge thread does) and run a refill of its own. */
+static void *late_refill(size_t c, size_t n, bool clear);
+
 static void *refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
     if (unlikely(h == &_hak_empty_heap)) {
+        if (thread_done) return late_refill(c, n, clear);
         h = _hak_heap_thread_init();
         if (h == NULL) { errno = ENOMEM; return NULL; }
     }
@@ -271,7 +300,21 @@ static void *refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
         }
     }
     if (clear && b != NULL && !zero) memset(b, 0, n);     /* (word 1, the key, is clear) */
+    _hak_purge_thread_allocated();
     _hak_purge_thread_poll();
+    return b;
+}
+
+/* A malloc on a thread past its exit: one block from the late heap. */
+static SLOW_PATH void *late_refill(size_t c, size_t n, bool clear) {
+    hak_heap_t *h = late_heap_get();
+    if (h == NULL) { errno = ENOMEM; return NULL; }
+    bool zero = false;
+    hak_lock(&h->lock);
+    void *b = refill_locked(h, c, n, &zero);
+    hak_unlock(&h->lock);
+    if (b == NULL) errno = ENOMEM;
+    else if (clear && !zero) memset(b, 0, n);
     return b;
 }
 
@@ -324,7 +367,7 @@ static void return_block(hak_heap_t *h, void *b) {
  * now (the caller frees remotely). */
 bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     hak_heap_t *h = _hak_thread_heap;
-    if (h == &_hak_empty_heap && (h = _hak_heap_thread_init()) == NULL) return false;
+    if (h == &_hak_empty_heap && (h = _hak_heap_thread_init()) == NULL) return false;   /* late */
     hak_lock(&aband_lock);
     /* owner first: `list` is the owner's own field, written without this lock */
     if (relaxed_load(&s->owner) != NULL || s->list != SPAN_ABANDONED) {
@@ -501,7 +544,10 @@ void _hak_heap_thread_exit(void *arg) {
         }
         bin->cur = bin->partial = bin->full = NULL;
     }
-    if (_hak_thread_heap == h) _hak_thread_heap = &_hak_empty_heap;
+    if (_hak_thread_heap == h) {
+        _hak_thread_heap = &_hak_empty_heap;
+        thread_done = true;
+    }
     hak_unlock(&h->lock);
     hak_lock(&heaps_lock);
     _hak_stats_merge_heap(h);
@@ -524,12 +570,24 @@ void _hak_heap_foreach(void (*fn)(hak_heap_t *h, void *arg), void *arg) {
 void _hak_heap_lock_all(void) { hak_lock(&heaps_lock); hak_lock(&aband_lock); }
 void _hak_heap_unlock_all(void) { hak_unlock(&aband_lock); hak_unlock(&heaps_lock); }
 
+/* Fork: the late heap's lock comes first (a late refill holds it while it may take the
+ * heaps lock). */
+void _hak_heap_fork_prepare(void) {
+    if (late_heap != NULL) hak_lock(&late_heap->lock);
+    _hak_heap_lock_all();
+}
+void _hak_heap_fork_parent(void) {
+    _hak_heap_unlock_all();
+    if (late_heap != NULL) hak_unlock(&late_heap->lock);
+}
+
 /* In the child only the forking thread exists. Its heap may have spans whose notifier was
  * another thread, now gone: finish their hand-over here. Heaps of the other threads stay
  * as they were (their blocks may still be in use by the child and freed remotely). */
 bool _hak_heap_after_fork_child(void) {
     hak_lock_reset(&heaps_lock);
     hak_lock_reset(&aband_lock);
+    if (late_heap != NULL) hak_lock_reset(&late_heap->lock);
     hak_heap_t *h = _hak_thread_heap;
     bool others = false;
     for (hak_heap_t *o = heaps_all; o != NULL; o = o->next_all)

@@ -21,7 +21,7 @@ void _hak_registry_reset_lock(void);
  * the child resets them, as only the forking thread exists there. */
 static void fork_prepare(void) {
     hak_lock(&init_lock);
-    _hak_heap_lock_all();
+    _hak_heap_fork_prepare();
     _hak_pool_lock();
     _hak_huge_lock();
     _hak_registry_lock();
@@ -31,7 +31,7 @@ static void fork_parent(void) {
     _hak_registry_unlock();
     _hak_huge_unlock();
     _hak_pool_unlock();
-    _hak_heap_unlock_all();
+    _hak_heap_fork_parent();
     hak_unlock(&init_lock);
 }
 

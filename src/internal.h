@@ -145,6 +145,8 @@ void _hak_heap_sweep_abandoned(void);
 bool _hak_heap_adopt_on_free(hak_span_t *s, void *p);
 void _hak_heap_lock_all(void);
 void _hak_heap_unlock_all(void);
+void _hak_heap_fork_prepare(void);
+void _hak_heap_fork_parent(void);
 bool _hak_heap_after_fork_child(void);     /* true: the parent had other threads */
 
 /* ---- huge.c: blocks above the large tier, and the BigCache ------------------------- */
@@ -170,6 +172,7 @@ void _hak_os_thp_cover(void *base, size_t used, size_t *done);
 /* ---- purge_thread.c: purging while the program is idle ------------------------------- */
 void _hak_purge_thread_note(size_t dirty);
 void _hak_purge_thread_poll(void);
+void _hak_purge_thread_allocated(void);
 void _hak_purge_thread_after_fork_child(bool parent_was_threaded);
 
 /* ---- options.c ---------------------------------------------------------------------- */
@@ -194,7 +197,7 @@ typedef struct hak_gstats_s {
     _Atomic uint64_t bigcache_hits, bigcache_misses;
     _Atomic uint64_t mapped_peak;
     _Atomic uint64_t threads_total;
-    _Atomic uint64_t purge_rounds, reclaimed_spans;   /* background purges; spans reclaimed
+    _Atomic uint64_t purge_starts, purge_rounds, reclaimed_spans;   /* background purges; spans reclaimed
                                                          for idle owners */
 } hak_gstats_t;
 extern hak_gstats_t _hak_gstats;

@@ -4,9 +4,15 @@
  * then goes quiet would keep up to HAKMEM_DIRTY_MAX_MB resident for good (the complaint
  * users raise most against every allocator). Once free-but-resident memory passes a few
  * MiB, one background thread starts; every half purge delay it purges what has been free
- * for the delay, and it ends itself after a few rounds with nothing left to do. Small
- * programs never start it (some — sandboxes calling unshare(CLONE_NEWUSER) — must stay
- * single-threaded), and HAKMEM_PURGE_THREAD=off turns it off. */
+ * for the delay, and it ends itself after a few rounds with nothing left to do.
+ *
+ * A thread of hakmem's must never surprise the program, so it starts only:
+ *   - in a program that has started threads of its own (a second thread allocated):
+ *     a single-threaded program may rely on being single-threaded (unshare(CLONE_NEWUSER),
+ *     some sandboxes, setns) and purges on its slow paths instead;
+ *   - in a forked child, only once the child has allocated (a child that frees a little and
+ *     execs must not get a thread), and never in a child of a multi-threaded parent;
+ *   - with every signal blocked, and not with HAKMEM_PURGE_THREAD=off. */
 #include <signal.h>
 #include <time.h>
 #include "internal.h"
@@ -15,6 +21,7 @@
 
 static _Atomic int purger_running;
 static _Atomic int purger_forbidden;    /* a child forked from a multi-threaded parent */
+static _Atomic int child_not_allocated; /* a forked child that has not allocated yet */
 static _Atomic size_t dirty_seen;       /* free-but-resident bytes at the last release */
 
 static void *purger_main(void *arg) {
@@ -44,6 +51,8 @@ void _hak_purge_thread_poll(void) {
     if (atomic_load_explicit(&purger_running, memory_order_relaxed)) return;
     if (atomic_load_explicit(&dirty_seen, memory_order_relaxed) < PURGE_THREAD_MIN_DIRTY) return;
     if (!_hak_opt.purge_thread || atomic_load_explicit(&purger_forbidden, memory_order_relaxed)) return;
+    if (relaxed_load(&_hak_gstats.threads_total) < 2) return;      /* single-threaded so far */
+    if (atomic_load_explicit(&child_not_allocated, memory_order_relaxed)) return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purger_running, &expected, 1)) return;
     /* the thread must not take the program's signals: it starts with all of them blocked */
@@ -56,6 +65,7 @@ void _hak_purge_thread_poll(void) {
     pthread_attr_setstacksize(&attr, 64 * 1024);
     pthread_t t;
     if (pthread_create(&t, &attr, purger_main, NULL) != 0) atomic_store(&purger_running, 0);
+    else HAK_STAT_ADD(purge_starts, 1);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -66,4 +76,11 @@ void _hak_purge_thread_poll(void) {
 void _hak_purge_thread_after_fork_child(bool parent_was_threaded) {
     if (parent_was_threaded || atomic_load(&purger_running)) atomic_store(&purger_forbidden, 1);
     atomic_store(&purger_running, 0);
+    atomic_store(&child_not_allocated, 1);
+}
+
+/* A refill ran: the program allocates (in a forked child, the thread may start now). */
+void _hak_purge_thread_allocated(void) {
+    if (atomic_load_explicit(&child_not_allocated, memory_order_relaxed))
+        atomic_store_explicit(&child_not_allocated, 0, memory_order_relaxed);
 }

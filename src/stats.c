@@ -48,7 +48,7 @@ static void add_heap(hak_heap_t *h, void *arg) {
         out->cls[c].remote_frees += r;
         out->cls[c].frees += r;
     }
-    out->threads_live++;
+    out->threads_live += !h->shared;
 }
 
 static size_t read_number_after(const char *path, const char *key) {
@@ -111,6 +111,7 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
     out->resident = read_number_after("/proc/self/statm", NULL) * (size_t)sysconf(_SC_PAGESIZE);
     out->resident_peak = read_number_after("/proc/self/status", "VmHWM:") * 1024;
     out->threads_total = relaxed_load(&_hak_gstats.threads_total);
+    out->purge_starts = relaxed_load(&_hak_gstats.purge_starts);
     out->purge_rounds = relaxed_load(&_hak_gstats.purge_rounds);
     out->reclaimed_spans = relaxed_load(&_hak_gstats.reclaimed_spans);
 }
@@ -139,8 +140,8 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
             mib(st.mapped), mib(st.mapped_peak), mib(st.committed), mib(st.resident), mib(st.resident_peak), mib(st.purged));
     fprintf(out, "superslabs: %llu live (peak %llu); huge blocks: %llu live, BigCache %llu hits, %llu misses\n",
             st.superslabs_live, st.superslabs_peak, st.huge_live, st.bigcache_hits, st.bigcache_misses);
-    fprintf(out, "threads: %llu live, %llu started; purge thread: %llu rounds; %llu spans reclaimed for idle owners\n",
-            st.threads_live, st.threads_total, st.purge_rounds, st.reclaimed_spans);
+    fprintf(out, "threads: %llu live, %llu started; purge thread: %llu starts, %llu rounds; %llu spans reclaimed for idle owners\n",
+            st.threads_live, st.threads_total, st.purge_starts, st.purge_rounds, st.reclaimed_spans);
 }
 
 /* HAKMEM_STATS=1: the table at exit. A destructor rather than atexit, so it also runs when

@@ -151,6 +151,7 @@ struct hak_heap_s {
     hak_tcache_t tc[HAK_NCLASSES];             /* the hot part: malloc pops, free pushes */
     _Atomic(hak_span_t *) notified;            /* full spans that received a remote free */
     uint8_t  live;                             /* a thread uses this heap */
+    uint8_t  shared;                           /* the late heap (heap.c), no thread's own */
     hak_heap_t *next_all;                      /* every heap ever made */
     hak_heap_t *next_free;                     /* recycled heaps */
     hak_bin_t bins[HAK_NCLASSES];

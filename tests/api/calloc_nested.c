@@ -8,24 +8,34 @@
  * then skipped the memset of a block taken from a span's free list, and returned its old
  * contents (issue 8). This program builds exactly that moment:
  *
- *   1. purge thread off (hak_option_set); 8 MiB of mid blocks freed, so the pool holds
- *      more than the 4 MiB that makes the purge thread worth starting;
+ *   1. a second thread allocates and ends (hakmem starts its purge thread only in a
+ *      program that has threads of its own); purge thread off (hak_option_set); 8 MiB of
+ *      mid blocks freed, so the pool holds more than the 4 MiB that makes the purge thread
+ *      worth starting;
  *   2. 48-byte blocks filled with 0xab, all freed but one, then malloc_trim(0): the thread
  *      cache is empty and the span's free list holds dirty blocks; every other class's
  *      cache is empty too, so the nested allocation refills from a fresh, zero span;
  *   3. purge thread on; calloc(1, 48) refills from the dirty free list, then starts the
  *      purge thread — the first thread with its stack size, so glibc allocates for it.
  *
- * Under the system allocator (or without hak_option_set) the same steps run and the same
- * checks apply; only the nesting is hakmem's. Usage: calloc_nested [--hakmem] */
+ * With --hakmem the program also checks that the purge thread did start (hak_stats_get).
+ * Under the system allocator the same steps run and the same checks apply; only the
+ * nesting is hakmem's. Usage: calloc_nested [--hakmem] */
 #include <malloc.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../include/hakmem.h"
 #include "../helpers/check.h"
 
 int hak_option_set(const char *name, const char *value) __attribute__((weak));
+void hak_stats_get(hak_stats_t *out) __attribute__((weak));
+
+static void *other_thread(void *arg) {
+    free(malloc(100));
+    return arg;
+}
 
 static void set_option(const char *name, const char *value) {
     if (hak_option_set != NULL) REQUIRE(hak_option_set(name, value) == 0, "%s=%s", name, value);
@@ -33,7 +43,16 @@ static void set_option(const char *name, const char *value) {
 
 int main(int argc, char **argv) {
     int expect_hakmem = argc > 1 && strcmp(argv[1], "--hakmem") == 0;
-    if (expect_hakmem) REQUIRE(check_hakmem_present() && hak_option_set != NULL);
+    if (expect_hakmem) REQUIRE(check_hakmem_present() && hak_option_set != NULL && hak_stats_get != NULL);
+    /* Its stack is larger than glibc's stack cache, so the stack and the thread's DTV are
+     * freed at the join: no block of the DTV's class stays live in this thread's heap. */
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64u << 20);
+    REQUIRE(pthread_create(&t, &attr, other_thread, NULL) == 0);
+    pthread_join(t, NULL);
+    pthread_attr_destroy(&attr);
     set_option("PURGE_THREAD", "off");
     set_option("PURGE_DELAY_MS", "60000");     /* nothing is purged before the calloc */
 
@@ -65,5 +84,10 @@ int main(int argc, char **argv) {
         malloc_trim(0);
     }
     free(small[0]);
+    if (expect_hakmem) {
+        hak_stats_t st;
+        hak_stats_get(&st);
+        CHECK(st.purge_starts >= 1, "the purge thread never started: the test tested nothing");
+    }
     CHECK_DONE("calloc_nested");
 }
