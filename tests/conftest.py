@@ -1,9 +1,17 @@
 """Shared pieces of hakmem's pytest suite.
 
-The C test programs are built by tests/tests.mk into $(BUILD)/tests/ in two variants:
-NAME (system libc only; run here with LD_PRELOAD=libhakmem.so) and NAME.static (linked
-with libhakmem.a). Each test runs a program in one or both variants and fails with the
-exact command that reproduces the failure.
+Every C and C++ program the tests run is built by tests/tests.mk (see its header), never by
+a compiler called from here: `make test` builds them up front (test-progs), and a test that
+needs one asks for its path with built() or the `prog` fixture, which run make for it. The
+api and stress programs come in two variants: NAME (system libc only; run here with
+LD_PRELOAD=libhakmem.so) and NAME.static (linked with libhakmem.a). Each test runs a program
+in one or both variants and fails with the exact command that reproduces the failure.
+
+This file is the one place that computes where things are built (BUILD, TEST_BUILD, LIB_SO,
+LIB_A, LIB_API_A, TOOL, ...); tests import the names or take the `paths` fixture.
+
+A program's checks end in check.h's summary line "NAME: N checks, F failed";
+assert_checks_passed() is the one reader of it.
 
 Environment:
   HAKMEM_BUILD        the build directory (default: build), as in the Makefile
@@ -11,10 +19,12 @@ Environment:
                       tests themselves; the static variants are skipped)
 """
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -22,6 +32,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, os.environ.get("HAKMEM_BUILD", "build"))
 TEST_BUILD = os.path.join(BUILD, "tests")
 LIB_SO = os.path.join(BUILD, "libhakmem.so")
+LIB_A = os.path.join(BUILD, "libhakmem.a")
+LIB_API_A = os.path.join(BUILD, "libhakmem_api.a")
+TOOL = os.path.join(BUILD, "hakmem")                                # mk/install.mk
+BADALLOC_SO = os.path.join(TEST_BUILD, "badalloc.so")               # tests/helpers/badalloc.c
+STRESS_LONG = os.path.join(BUILD, "stress", "stress_long")          # fuzz/fuzz.mk
+FUZZ_DIR = os.path.join(BUILD, "fuzz")                              # fuzz/fuzz.mk
+BENCH_DIR = os.path.join(BUILD, "bench")                            # bench/bench.mk
 SYSTEM_MODE = os.environ.get("HAKMEM_TEST_SYSTEM", "") == "1"
 
 # How a C test program is run: under LD_PRELOAD, or its statically linked variant.
@@ -29,7 +46,8 @@ VARIANTS = ["preload", "static"]
 # ... and, for some programs, also fully static (-static, glibc's libc.a + libhakmem.a).
 VARIANTS_FULL = VARIANTS + ["fullstatic"]
 
-_made = False
+_made = None          # None: not tried; "": built; otherwise why the build failed
+_targets_made = {}    # make target -> "" (built) or why it failed
 
 
 def make(*targets):
@@ -39,29 +57,101 @@ def make(*targets):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
+def must_make(*targets):
+    """make TARGETS, failing the test with make's output unless it succeeds; returns the
+    CompletedProcess."""
+    r = make(*targets)
+    if r.returncode != 0:
+        pytest.fail("make %s failed (exit status %d):\n%s%s"
+                    % (" ".join(targets), r.returncode, tail(r.stdout), tail(r.stderr)),
+                    pytrace=False)
+    return r
+
+
 def ensure_built():
     """Builds the library and the test programs once per session (make test already did;
-    this is for a plain `python3 -m pytest tests/`)."""
+    this is for a plain `python3 -m pytest tests/`). After a failed build every test that
+    needs it fails with the same message."""
     global _made
+    if _made is None:
+        r = make("lib", "test-progs")
+        _made = "" if r.returncode == 0 else (
+            "building the library and test programs (make lib test-progs) failed:\n"
+            + r.stdout[-4000:] + r.stderr[-4000:])
     if _made:
-        return
-    _made = True
-    r = make("lib", "test-progs")
-    if r.returncode != 0:
-        pytest.fail("building the library and test programs failed:\n"
-                    + r.stdout[-4000:] + r.stderr[-4000:], pytrace=False)
+        pytest.fail(_made, pytrace=False)
+
+
+def built(path):
+    """The path of a file that tests/tests.mk (or another .mk) builds — absolute, or
+    relative to TEST_BUILD — made up to date through make once per session (with the
+    library, which the tests run it with)."""
+    path = path if os.path.isabs(path) else os.path.join(TEST_BUILD, path)
+    target = os.path.relpath(path, ROOT)
+    if target not in _targets_made:
+        r = make("lib", target)
+        _targets_made[target] = "" if r.returncode == 0 else (
+            "make %s failed:\n%s%s" % (target, tail(r.stdout), tail(r.stderr)))
+    if _targets_made[target]:
+        pytest.fail(_targets_made[target], pytrace=False)
+    return path
+
+
+_libc_a = None
 
 
 def build_fullstatic(path):
     """Builds a -static variant; skips where the C library has no static archive."""
-    libc_a = subprocess.run([os.environ.get("CC", "cc"), "-print-file-name=libc.a"],
-                            capture_output=True, text=True).stdout.strip()
-    if not os.path.isabs(libc_a) or not os.path.exists(libc_a):
-        pytest.skip("no static libc.a: fully static programs cannot be linked here")
-    r = make(os.path.relpath(path, ROOT))
-    if r.returncode != 0:
-        pytest.fail("building %s failed:\n%s%s" % (path, tail(r.stdout), tail(r.stderr)),
-                    pytrace=False)
+    global _libc_a
+    if _libc_a is None:
+        # Asks the compiler through make (tests.mk's test-have-libc-a), not from here.
+        _libc_a = make("test-have-libc-a").returncode == 0
+    if not _libc_a:
+        pytest.skip("the C library has no static archive (libc.a): fully static programs "
+                    "cannot be linked here")
+    built(path)
+
+
+@pytest.fixture(scope="session")
+def paths():
+    """Where things are built, for a test that takes them as a fixture."""
+    return types.SimpleNamespace(root=ROOT, build=BUILD, test_build=TEST_BUILD, lib_so=LIB_SO,
+                                 lib_a=LIB_A, lib_api_a=LIB_API_A, tool=TOOL,
+                                 badalloc_so=BADALLOC_SO, stress_long=STRESS_LONG,
+                                 fuzz_dir=FUZZ_DIR, bench_dir=BENCH_DIR)
+
+
+@pytest.fixture(scope="session")
+def prog():
+    """prog("misuse/misuse") -> the path of $(TEST_BUILD)/misuse/misuse, built by make."""
+    return built
+
+
+# check.h's summary line; the name may have spaces ("oom as").
+_SUMMARY = re.compile(r"^(?:(.+?): )?(\d+) checks, (\d+) failed$", re.M)
+
+
+def check_summary(text, name):
+    """(checks, failed) from the one summary line of program NAME in text (check.h's
+    CHECK_DONE); fails the test if there is not exactly one."""
+    found = [(int(m.group(2)), int(m.group(3))) for m in _SUMMARY.finditer(text)
+             if m.group(1) == name]
+    if len(found) != 1:
+        pytest.fail("want exactly one summary line \"%s: N checks, F failed\", found %d in:\n%s"
+                    % (name, len(found), tail(text, 3000)), pytrace=False)
+    return found[0]
+
+
+def assert_checks_passed(r, name):
+    """A program's checks ran and none failed: its summary line (in r.stderr, or in r if r
+    is a string) says "NAME: N checks, 0 failed" with N > 0. Parsed, never matched as a
+    substring: " 0 failed" would also match "10 failed" written some other way, and a run
+    that checked nothing would pass."""
+    text = r if isinstance(r, str) else r.stderr
+    checks, failed = check_summary(text, name)
+    assert failed == 0, "%s: %d of %d checks failed:\n%s" % (name, failed, checks, tail(text, 3000))
+    assert checks > 0, "%s ran no check at all:\n%s" % (name, tail(text, 3000))
+    return checks
 
 
 def repro(cmd, env_extra):

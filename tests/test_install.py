@@ -1,7 +1,7 @@
-"""`make install` / `make uninstall` (mk/install.mk): the files, hakmem.pc, a program built
-against the installed copy with pkg-config (dynamically and statically) that must get
-hakmem's malloc, the installed `hakmem` command, and an uninstall that removes exactly
-what install put there."""
+"""`make install` / `make uninstall` (mk/install.mk): the files, hakmem.pc, a program
+(tests/install/prog.c) built against the installed copy with pkg-config, dynamically and
+statically, by tests/tests.mk's test-install-progs, that must get hakmem's malloc, the
+installed `hakmem` command, and an uninstall that removes exactly what install put there."""
 import os
 import subprocess
 import sys
@@ -10,37 +10,13 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "options"))
 from options_common import build_tool, header_version, run  # noqa: E402
-from conftest import SYSTEM_MODE, ensure_tool, make, tail  # noqa: E402
+from conftest import ROOT, SYSTEM_MODE, ensure_tool, must_make  # noqa: E402
 
 pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
 
 INSTALLED = ["lib/libhakmem.so", "lib/libhakmem.a", "include/hakmem.h",
              "lib/pkgconfig/hakmem.pc", "bin/hakmem"]
-CC = os.environ.get("CC", "cc")
-
-PROGRAM = r"""
-#include <hakmem.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-int main(void) {
-    char *p = malloc(10);
-    if (p == NULL) return 2;
-    strcpy(p, "hakmem");
-    int owned = hak_owns(p);
-    free(p);
-    printf("owned=%d version=%s\n", owned, HAKMEM_VERSION);
-    return owned == 1 ? 0 : 1;
-}
-"""
-
-
-def must_make(*args):
-    r = make(*args)
-    assert r.returncode == 0, "make %s failed:\n%s%s" % (" ".join(args), tail(r.stdout),
-                                                          tail(r.stderr))
-    return r
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +42,7 @@ def test_install_puts_every_file(prefix):
         assert os.path.isfile(os.path.join(prefix, rel)), rel
     assert os.access(os.path.join(prefix, "bin", "hakmem"), os.X_OK)
     with open(os.path.join(prefix, "include", "hakmem.h")) as f, \
-            open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                              "include", "hakmem.h")) as g:
+            open(os.path.join(ROOT, "include", "hakmem.h")) as g:
         assert f.read() == g.read()
 
 
@@ -81,42 +56,43 @@ def test_pkg_config_file(prefix):
     assert pkg_config(prefix, "--variable=prefix") == [prefix]
 
 
-def compile_program(tmp_path, name, flags):
-    src = tmp_path / "prog.c"
-    src.write_text(PROGRAM)
-    exe = str(tmp_path / name)
-    r = subprocess.run([CC, "-std=c11", "-o", exe, str(src), *flags],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, "%s: %s" % (" ".join(r.args), r.stderr)
-    return exe
+@pytest.fixture(scope="module")
+def progs(prefix, tmp_path_factory):
+    """tests/install/prog.c built against the installed copy: {"shared": path, "static": path}."""
+    out = str(tmp_path_factory.mktemp("progs"))
+    must_make("test-install-progs", "INSTALL_TEST_PREFIX=" + prefix, "INSTALL_TEST_OUT=" + out,
+              "PKG_CONFIG=" + ensure_tool("pkg-config", "pkg-config"))
+    return {"shared": os.path.join(out, "prog_shared"), "static": os.path.join(out, "prog_static")}
 
 
-def test_program_linked_with_the_shared_library(prefix, tmp_path):
-    flags = pkg_config(prefix, "--cflags", "--libs")
-    exe = compile_program(tmp_path, "prog_shared", flags)
+def ldd(exe, env=None):
+    r = subprocess.run(["ldd", exe], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, "ldd %s: exit %d\n%s" % (exe, r.returncode, r.stderr)
+    return r.stdout
+
+
+def test_program_linked_with_the_shared_library(prefix, progs):
+    exe = progs["shared"]
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(prefix, "lib"))
     env.pop("LD_PRELOAD", None)
     r = run([exe], env=env)
     assert r.returncode == 0 and r.stdout == "owned=1 version=%s\n" % header_version(), r
     # It really resolved the installed copy.
-    ldd = subprocess.run(["ldd", exe], env=env, capture_output=True, text=True).stdout
-    assert os.path.join(prefix, "lib", "libhakmem.so") in ldd, ldd
+    needed = ldd(exe, env)
+    assert os.path.join(prefix, "lib", "libhakmem.so") in needed, needed
 
 
-def test_program_linked_statically(prefix, tmp_path):
+def test_program_linked_statically(progs):
     """The archive from the same install: -l:libhakmem.a in the -L directory pkg-config
     gives, plus `--static --libs`' other libraries; no libhakmem.so needed to run."""
-    cflags = pkg_config(prefix, "--cflags")
-    libs = pkg_config(prefix, "--static", "--libs")
-    libs = ["-l:libhakmem.a" if f == "-lhakmem" else f for f in libs]
-    exe = compile_program(tmp_path, "prog_static", cflags + libs)
+    exe = progs["static"]
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.pop("LD_LIBRARY_PATH", None)
     r = run([exe], env=env)
     assert r.returncode == 0 and r.stdout.startswith("owned=1 "), r
-    needed = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
-    assert "libhakmem" not in needed, needed
+    needed = ldd(exe)
+    assert "libc.so" in needed and "libhakmem" not in needed, needed
 
 
 def test_installed_command(prefix):

@@ -1,7 +1,8 @@
 """Misuse is reported, never silent: each case in tests/misuse/misuse.c must print one line
 naming hakmem, the pointer and the problem, then abort (default), or be ignored with the
 heap intact (HAKMEM_ON_ERROR=warn). Overruns and writes to freed memory are caught in
-checked mode (HAKMEM_CHECK=1)."""
+checked mode (HAKMEM_CHECK=1). tests/misuse/crash_in_hakmem.c and crash_in_program.c
+check the crash report. tests/tests.mk builds the programs into $(BUILD)/tests/misuse/."""
 import os
 import re
 import signal
@@ -9,10 +10,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.path.join(ROOT, os.environ.get("HAKMEM_BUILD", "build"))
-LIB = os.path.join(BUILD, "libhakmem.so")
-EXE = os.path.join(BUILD, "tests", "misuse", "misuse")
+from conftest import LIB_SO, built
 
 # case -> (words of the report, needs checked mode)
 CASES = {
@@ -40,20 +38,10 @@ FUNC = {"realloc_interior": "realloc", "usable_interior": "malloc_usable_size",
 FOUND = {"remote_double_free_cycle", "uaf_first_words", "uaf_flush"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def built():
-    r = subprocess.run(["make", "-s", "lib"], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    os.makedirs(os.path.dirname(EXE), exist_ok=True)
-    r = subprocess.run(["gcc", "-O1", "-g", "-fno-builtin", "-pthread", "-o", EXE,
-                        os.path.join(ROOT, "tests", "misuse", "misuse.c")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-
-
 def run(case, **env):
-    e = dict(os.environ, LD_PRELOAD=LIB, **env)
-    return subprocess.run([EXE, case], env=e, capture_output=True, text=True, timeout=60)
+    e = dict(os.environ, LD_PRELOAD=LIB_SO, **env)
+    return subprocess.run([built("misuse/misuse"), case], env=e, capture_output=True, text=True,
+                          timeout=60)
 
 
 def report_lines(stderr):
@@ -96,28 +84,20 @@ def test_clean_program_reports_nothing(mode):
 def test_crash_report_then_default_action():
     """A fault inside hakmem (a free list corrupted by the program) prints the crash report
     and the process still dies of the signal; HAKMEM_CRASH_REPORT=0 leaves the handler out."""
-    src = os.path.join(os.path.dirname(EXE), "corrupt.c")
-    exe = src[:-2]
-    with open(src, "w") as f:
-        f.write('#include <stdlib.h>\n#include <string.h>\nint main(void){char *p=malloc(64);'
-                'free(p);memcpy(p,"\\x01\\x02\\x03\\x04\\x05\\x06\\x07\\x08",8);'
-                'void *volatile a=malloc(64);void *volatile b=malloc(64);(void)a;(void)b;return 0;}\n')
-    assert subprocess.run(["gcc", "-O0", "-o", exe, src]).returncode == 0
-    r = subprocess.run([exe], env=dict(os.environ, LD_PRELOAD=LIB), capture_output=True, text=True)
+    exe = built("misuse/crash_in_hakmem")
+    r = subprocess.run([exe], env=dict(os.environ, LD_PRELOAD=LIB_SO), capture_output=True,
+                       text=True, timeout=60)
     assert r.returncode == -signal.SIGSEGV, r
     assert "hakmem: crash report: signal 11 (SIGSEGV)" in r.stderr, r.stderr
     assert "in hak_malloc" in r.stderr, r.stderr
-    r = subprocess.run([exe], env=dict(os.environ, LD_PRELOAD=LIB, HAKMEM_CRASH_REPORT="0"),
-                       capture_output=True, text=True)
+    r = subprocess.run([exe], env=dict(os.environ, LD_PRELOAD=LIB_SO, HAKMEM_CRASH_REPORT="0"),
+                       capture_output=True, text=True, timeout=60)
     assert r.returncode == -signal.SIGSEGV and "crash report" not in r.stderr, r
 
 
 def test_crash_elsewhere_passes_through():
     """A crash in the program's own code is not hakmem's: no report, the usual signal."""
-    src = os.path.join(os.path.dirname(EXE), "segv.c")
-    with open(src, "w") as f:
-        f.write("#include <stdlib.h>\nint main(void){free(malloc(10));"
-                "volatile int *x=(int*)16;*x=1;return 0;}\n")
-    assert subprocess.run(["gcc", "-O0", "-o", src[:-2], src]).returncode == 0
-    r = subprocess.run([src[:-2]], env=dict(os.environ, LD_PRELOAD=LIB), capture_output=True, text=True)
+    exe = built("misuse/crash_in_program")
+    r = subprocess.run([exe], env=dict(os.environ, LD_PRELOAD=LIB_SO), capture_output=True,
+                       text=True, timeout=60)
     assert r.returncode == -signal.SIGSEGV and "hakmem" not in r.stderr, r

@@ -1,41 +1,81 @@
 # tests/tests.mk — `make test`: the library, the C test programs, then pytest over tests/.
 #
-# Every C program under tests/api/ and tests/stress/ is built twice:
-#   $(BUILD)/tests/NAME         linked against the system libc only; pytest runs it with
-#                               LD_PRELOAD=$(BUILD)/libhakmem.so (and may run it plain, to
-#                               check the test itself against glibc);
-#   $(BUILD)/tests/NAME.static  linked with $(BUILD)/libhakmem.a, which replaces malloc in
-#                               the program itself.
-# The lead's unit tests (tests/unit/unit_*.c) link the hak_* API only; tests/test_unit.py
-# builds each through the rule below and runs it as one pytest case.
+# Every C and C++ program the tests run is built here (tests/conftest.py never calls a
+# compiler; it asks make for a path under $(TEST_BUILD) it needs), in these forms:
+#
+#   tests/api/*.c, tests/stress/*.c
+#       $(TEST_BUILD)/NAME            the system libc only; pytest runs it with
+#                                     LD_PRELOAD=$(BUILD)/libhakmem.so (and may run it plain,
+#                                     to check the test itself against glibc);
+#       $(TEST_BUILD)/NAME.static     linked with $(BUILD)/libhakmem.a, which replaces malloc
+#                                     in the program itself;
+#       $(TEST_BUILD)/NAME.fullstatic -static (glibc's libc.a + libhakmem.a), on demand.
+#   tests/oom/*.c, tests/oom/*.cpp
+#       $(TEST_BUILD)/oom/NAME and $(TEST_BUILD)/oom/NAME.static, as above (C++ with $(CXX);
+#       test-progs builds the C++ ones only where $(CXX) exists, tests/test_oom.py installs
+#       g++ and asks for them otherwise).
+#   tests/misuse/*.c, tests/options/opt_probe.c, tests/stats/introspect.c
+#       $(TEST_BUILD)/DIR/NAME        the system libc only, run under LD_PRELOAD.
+#   tests/unit/unit_*.c, tests/options/opt_set.c, tests/stats/stats_check.c
+#       $(TEST_BUILD)/DIR/NAME        linked with $(BUILD)/libhakmem_api.a (the hak_* API;
+#                                     malloc stays the C library's); the unit tests also see
+#                                     the internals through src/*.h.
+#   tests/helpers/badalloc.c
+#       $(TEST_BUILD)/badalloc.so     the deliberately broken allocator of the self-checks.
+#   tests/install/prog.c
+#       built by test-install-progs against an installed copy, with pkg-config.
+#
+# Every program includes tests/helpers/check.h, the one set of checking macros.
 
 PYTHON      ?= python3
 TEST_BUILD  := $(BUILD)/tests
 # No malloc builtins: the tests call malloc for its effects, which gcc may otherwise fold
 # (an unused malloc/free pair disappears; malloc(SIZE_MAX) becomes NULL at compile time).
-TEST_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter \
-               -Wno-alloc-size-larger-than -Wno-use-after-free -Wno-free-nonheap-object \
-               -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
+TEST_NO_BUILTINS := -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc \
                -fno-builtin-free -fno-builtin-aligned_alloc -fno-builtin-posix_memalign \
                -fno-builtin-memalign -fno-builtin-valloc -fno-builtin-pvalloc \
-               -fno-builtin-reallocarray -fno-omit-frame-pointer -pthread
+               -fno-builtin-reallocarray
+TEST_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter \
+               -Wno-alloc-size-larger-than -Wno-use-after-free -Wno-free-nonheap-object \
+               $(TEST_NO_BUILTINS) -fno-omit-frame-pointer -pthread
+# C++: operator new and delete are calls anyway; the C allocation functions stay calls too.
+TEST_CXXFLAGS := -std=c++17 -O1 -g -Wall -Wextra -Wno-alloc-size-larger-than \
+               -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
+               -fno-omit-frame-pointer -pthread
 TEST_LDLIBS := -ldl -lpthread
-UNIT_CFLAGS := -Iinclude -Isrc -D_GNU_SOURCE -std=c11 -O1 -g
+# The misuse programs misuse memory on purpose: no builtin at all, so that every write to
+# freed memory and every second free stays in the program as written.
+MISUSE_CFLAGS := $(TEST_CFLAGS) -fno-builtin
+# Programs on the hak_* API (libhakmem_api.a); the unit tests include src/*.h.
+API_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter \
+               -Iinclude -Isrc -pthread
+UNIT_CFLAGS := $(API_CFLAGS)
+TEST_HDRS   := $(wildcard tests/helpers/*.h)
 
 TEST_SRCS     := $(wildcard tests/api/*.c tests/stress/*.c)
 TEST_PROGS    := $(foreach s,$(TEST_SRCS),$(TEST_BUILD)/$(basename $(notdir $(s))))
 TEST_PROGS_ST := $(addsuffix .static,$(TEST_PROGS))
-TEST_HDRS     := $(wildcard tests/helpers/*.h)
 UNIT_SRCS     := $(wildcard tests/unit/unit_*.c)
 UNIT_PROGS    := $(patsubst tests/unit/%.c,$(TEST_BUILD)/unit/%,$(UNIT_SRCS))
+OOM_C_PROGS   := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/oom/*.c))
+OOM_CXX_PROGS := $(patsubst tests/%.cpp,$(TEST_BUILD)/%,$(wildcard tests/oom/*.cpp))
+MISUSE_PROGS  := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/misuse/*.c))
+LIBC_PROGS    := $(TEST_BUILD)/options/opt_probe $(TEST_BUILD)/stats/introspect
+API_PROGS     := $(TEST_BUILD)/options/opt_set $(TEST_BUILD)/stats/stats_check
+HAVE_CXX      := $(shell command -v $(CXX) 2>/dev/null)
 
-.PHONY: test test-progs test-pytest-available test-units
+.PHONY: test test-progs test-pytest-available test-units test-install-progs test-have-libc-a
+# -rfEs: the summary lists failures, errors and every skip with its reason.
 test: lib test-progs test-pytest-available
-	HAKMEM_BUILD=$(BUILD) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest tests/ -v -rfE
+	HAKMEM_BUILD=$(BUILD) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest tests/ -v -rfEs
 
-test-progs: $(TEST_PROGS) $(TEST_PROGS_ST)
+# Everything the tests run, up front (the unit tests and the fully static variants are
+# built on demand: one failing unit test must not stop the rest, and the system may lack
+# libc.a).
+test-progs: $(TEST_PROGS) $(TEST_PROGS_ST) $(TEST_BUILD)/badalloc.so \
+            $(OOM_C_PROGS) $(OOM_C_PROGS:=.static) $(MISUSE_PROGS) $(LIBC_PROGS) $(API_PROGS) \
+            $(if $(HAVE_CXX),$(OOM_CXX_PROGS) $(OOM_CXX_PROGS:=.static))
 
-# Built on demand by tests/test_unit.py (one failing unit test must not stop the rest).
 test-units: $(UNIT_PROGS)
 
 test-pytest-available:
@@ -43,6 +83,8 @@ test-pytest-available:
 
 $(TEST_BUILD) $(TEST_BUILD)/unit:
 	@mkdir -p $@
+
+# ---- tests/api, tests/stress: libc-only, static with libhakmem.a, fully static ----------
 
 $(TEST_BUILD)/%: tests/api/%.c $(TEST_HDRS) | $(TEST_BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LDLIBS)
@@ -53,19 +95,66 @@ $(TEST_BUILD)/%.static: tests/api/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(TEST
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
 $(TEST_BUILD)/%.static: tests/stress/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(TEST_BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
-
-$(TEST_BUILD)/unit/%: tests/unit/%.c $(BUILD)/libhakmem_api.a $(wildcard src/*.h) | $(TEST_BUILD)/unit
-	$(CC) $(UNIT_CFLAGS) -o $@ $< $(BUILD)/libhakmem_api.a -lpthread
-
-# The deliberately broken allocator the self-checks run the tests against.
-test-progs: $(TEST_BUILD)/badalloc.so
-$(TEST_BUILD)/badalloc.so: tests/helpers/badalloc.c | $(TEST_BUILD)
-	$(CC) -O1 -g -fPIC -shared -Wall -o $@ $< -lpthread
-
 # Fully static variants (-static: glibc's libc.a with hakmem's malloc), built on demand by
-# conftest.py for the tests that use them; the system may lack libc.a, so `test-progs`
-# does not require them.
+# conftest.py for the tests that use them, where test-have-libc-a succeeds.
+test-have-libc-a:
+	@a=$$($(CC) -print-file-name=libc.a) && case $$a in /*) test -e "$$a";; *) false;; esac
 $(TEST_BUILD)/%.fullstatic: tests/api/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(TEST_BUILD)
 	$(CC) $(TEST_CFLAGS) -static -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
 $(TEST_BUILD)/%.fullstatic: tests/stress/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(TEST_BUILD)
 	$(CC) $(TEST_CFLAGS) -static -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
+
+# ---- tests/oom: the same two forms, C and C++ --------------------------------------------
+
+$(OOM_C_PROGS): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LDLIBS)
+$(OOM_C_PROGS:=.static): $(TEST_BUILD)/%.static: tests/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
+$(OOM_CXX_PROGS): $(TEST_BUILD)/%: tests/%.cpp $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(TEST_CXXFLAGS) -o $@ $< $(TEST_LDLIBS)
+$(OOM_CXX_PROGS:=.static): $(TEST_BUILD)/%.static: tests/%.cpp $(TEST_HDRS) $(BUILD)/libhakmem.a
+	@mkdir -p $(@D)
+	$(CXX) $(TEST_CXXFLAGS) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
+
+# ---- libc-only programs run under LD_PRELOAD; programs on the hak_* API ---------------------
+
+$(MISUSE_PROGS): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(MISUSE_CFLAGS) -o $@ $< $(TEST_LDLIBS)
+$(LIBC_PROGS): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LDLIBS)
+$(API_PROGS): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS) include/hakmem.h $(BUILD)/libhakmem_api.a
+	@mkdir -p $(@D)
+	$(CC) $(API_CFLAGS) -o $@ $< $(BUILD)/libhakmem_api.a -lpthread
+
+# The lead's unit tests, built one by one by tests/test_unit.py.
+$(TEST_BUILD)/unit/%: tests/unit/%.c $(TEST_HDRS) $(BUILD)/libhakmem_api.a $(wildcard src/*.h) | $(TEST_BUILD)/unit
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(BUILD)/libhakmem_api.a -lpthread
+
+# The deliberately broken allocator the self-checks run the tests against.
+$(TEST_BUILD)/badalloc.so: tests/helpers/badalloc.c | $(TEST_BUILD)
+	$(CC) -O1 -g -fPIC -shared -Wall -o $@ $< -lpthread
+
+# ---- tests/install/prog.c against an installed copy (tests/test_install.py) -----------------
+#
+#   make test-install-progs INSTALL_TEST_PREFIX=DIR INSTALL_TEST_OUT=DIR2 [PKG_CONFIG=...]
+#
+# DIR is where `make install PREFIX=DIR` put hakmem; the flags come from its hakmem.pc, as
+# a user's build would get them. DIR2/prog_shared links -lhakmem (libhakmem.so),
+# DIR2/prog_static the archive (-l:libhakmem.a and `pkg-config --static --libs`). Always
+# rebuilt: the prefix changes from one run to the next.
+PKG_CONFIG ?= pkg-config
+INSTALL_TEST_PC = env -u PKG_CONFIG_LIBDIR PKG_CONFIG_PATH=$(INSTALL_TEST_PREFIX)/lib/pkgconfig $(PKG_CONFIG)
+test-install-progs:
+	@test -n "$(INSTALL_TEST_PREFIX)" -a -n "$(INSTALL_TEST_OUT)" || \
+	    { echo "test-install-progs: set INSTALL_TEST_PREFIX and INSTALL_TEST_OUT" >&2; exit 2; }
+	@mkdir -p $(INSTALL_TEST_OUT)
+	$(CC) -std=c11 -o $(INSTALL_TEST_OUT)/prog_shared tests/install/prog.c \
+	    $$($(INSTALL_TEST_PC) --cflags --libs hakmem)
+	$(CC) -std=c11 -o $(INSTALL_TEST_OUT)/prog_static tests/install/prog.c \
+	    $$($(INSTALL_TEST_PC) --cflags hakmem) \
+	    $$($(INSTALL_TEST_PC) --static --libs hakmem | sed 's/-lhakmem\b/-l:libhakmem.a/')

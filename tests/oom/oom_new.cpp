@@ -24,35 +24,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-extern "C" int hak_owns(const void *p) __attribute__((weak));
+#include "../helpers/check.h"
 
-static std::atomic<long> failures{0};
 static bool expect_hakmem;
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0) {
-        ssize_t w = write(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-        (void)w;
-    }
-}
-
-#define CHECK(expr, ...)                                                                 \
-    do {                                                                                 \
-        if (!(expr)) {                                                                   \
-            if (failures.fetch_add(1) < 50) {                                            \
-                say("%s:%d: CHECK failed: %s ", __FILE__, __LINE__, #expr);              \
-                say(__VA_ARGS__);                                                        \
-                say("\n");                                                               \
-            }                                                                            \
-        }                                                                                \
-    } while (0)
 
 static const size_t KiB = 1024, MiB = 1024 * 1024, HEADROOM = 64 * MiB;
 
@@ -64,13 +38,13 @@ static size_t status_bytes(const char *field)
     if (fd >= 0)
         close(fd);
     if (n <= 0) {
-        say("cannot read /proc/self/status\n");
+        check_say("cannot read /proc/self/status\n");
         _exit(2);
     }
     buf[n] = 0;
     const char *s = strstr(buf, field);
     if (!s) {
-        say("no %s in /proc/self/status\n", field);
+        check_say("no %s in /proc/self/status\n", field);
         _exit(2);
     }
     return (size_t)strtoull(s + strlen(field), nullptr, 10) * KiB;
@@ -210,7 +184,7 @@ static void test_fills()
                   form_name[f], n, n);
             CHECK(can_allocate(16 * MiB), "%s(%zu) filled to the limit and freed: new char[16 MiB] fails",
                   form_name[f], n);
-            say("oom_new: %s(%zu): %zu blocks, %zu bytes\n", form_name[f], n, got, bytes);
+            check_say("oom_new: %s(%zu): %zu blocks, %zu bytes\n", form_name[f], n, got, bytes);
         }
 }
 
@@ -354,7 +328,7 @@ static void set_limit(rlim_t cur)
     getrlimit(RLIMIT_AS, &rl);
     rl.rlim_cur = cur;
     if (setrlimit(RLIMIT_AS, &rl) != 0) {
-        say("setrlimit failed: errno %d\n", errno);
+        check_say("setrlimit failed: errno %d\n", errno);
         _exit(2);
     }
 }
@@ -373,7 +347,7 @@ static void test_threads()
     pthread_barrier_wait(&go);
     for (auto &t : ts)
         t.join();
-    say("oom_new threads: %ld allocations, %ld failures\n", thread_allocs.load(), thread_fails.load());
+    check_say("oom_new threads: %ld allocations, %ld failures\n", thread_allocs.load(), thread_fails.load());
     CHECK(thread_fails >= 80, "the threads failed only %ld times", thread_fails.load());
     CHECK(can_allocate(16 * MiB), "after the threads freed everything new char[16 MiB] fails");
 }
@@ -393,10 +367,8 @@ int main(int argc, char **argv)
             expect_hakmem = true;
     signal(SIGALRM, on_alarm);
     alarm(150);
-    if (expect_hakmem && !hak_owns) {
-        say("--hakmem given but hakmem is not in this process\n");
-        return 2;
-    }
+    if (expect_hakmem)
+        REQUIRE(check_hakmem_present(), "--hakmem given but hakmem is not in this process");
     // Warm-up: every form and size once, and the threads' setup.
     for (int f = 0; f < N_FORMS; f++)
         for (size_t n : {16ul, 1000ul, 12000ul, 300000ul, 5 * MiB}) {
@@ -416,7 +388,5 @@ int main(int argc, char **argv)
     test_containers();
     test_threads();
     test_impossible();
-    long f = failures.load();
-    say("oom_new: %ld failed\n", f);
-    return f ? 1 : 0;
+    CHECK_DONE("oom_new");
 }

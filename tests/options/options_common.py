@@ -1,8 +1,8 @@
 """Shared pieces of test_options.py, test_tool.py and test_install.py: building the
 `hakmem` command and the small programs in this folder, reading the option table.
 
-The programs are built into $(BUILD)/tests/options/ (opt_probe: libc only, run with or
-without hakmem preloaded; opt_set: linked with libhakmem_api.a)."""
+tests/tests.mk builds the programs into $(BUILD)/tests/options/ (opt_probe: libc only, run
+with or without hakmem preloaded; opt_set: linked with libhakmem_api.a)."""
 import importlib.util
 import os
 import re
@@ -10,50 +10,17 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, LIB_SO, ROOT, make, tail
-
-TOOL = os.path.join(BUILD, "hakmem")
-OUT = os.path.join(BUILD, "tests", "options")
-SRC = os.path.join(ROOT, "tests", "options")
-CC = os.environ.get("CC", "cc")
-
-_tool_built = False
-_built = {}
+from conftest import BUILD, LIB_SO, ROOT, TOOL, built
 
 
 def build_tool():
     """Builds the library and build/hakmem (once per session); returns the command's path."""
-    global _tool_built
-    if not _tool_built:
-        r = make("lib", os.path.relpath(TOOL, ROOT))
-        if r.returncode != 0:
-            pytest.fail("building the library and %s failed:\n%s%s"
-                        % (TOOL, tail(r.stdout), tail(r.stderr)), pytrace=False)
-        _tool_built = True
-    return TOOL
+    return built(TOOL)
 
 
 def build_prog(name):
-    """Builds tests/options/NAME.c into $(BUILD)/tests/options/NAME (once per session)."""
-    if name in _built:
-        return _built[name]
-    build_tool()                      # the library, for opt_set's archive
-    os.makedirs(OUT, exist_ok=True)
-    exe = os.path.join(OUT, name)
-    tmp = "%s.tmp%d" % (exe, os.getpid())
-    cmd = [CC, "-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-Wall", "-Wextra",
-           "-I" + os.path.join(ROOT, "include"), "-o", tmp, os.path.join(SRC, name + ".c")]
-    if name == "opt_set":
-        cmd += [os.path.join(BUILD, "libhakmem_api.a"), "-lpthread"]
-    else:
-        cmd += ["-ldl"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.fail("building %s failed:\n%s\n%s" % (name, " ".join(cmd), r.stderr),
-                    pytrace=False)
-    os.replace(tmp, exe)              # atomic: a concurrent run never sees half a file
-    _built[name] = exe
-    return exe
+    """$(BUILD)/tests/options/NAME, built from tests/options/NAME.c by tests/tests.mk."""
+    return built("options/" + name)
 
 
 def gen_doc_module():
