@@ -3,16 +3,18 @@
 Also the self-checks: the same programs run over a deliberately broken allocator
 (tests/helpers/badalloc.c) must fail, which shows that their checks can fail."""
 import os
+import subprocess
 
 import pytest
 
-from conftest import SYSTEM_MODE, TEST_BUILD, VARIANTS, VARIANTS_FULL, ensure_built, run_program
+from conftest import (BADALLOC_SO, SYSTEM_MODE, TEST_BUILD, VARIANTS, VARIANTS_FULL,
+                      assert_checks_passed, ensure_built, run_program)
 
 
 @pytest.mark.parametrize("variant", VARIANTS_FULL)
 def test_api_conformance(variant):
     r = run_program("api_conformance", variant=variant, timeout=180)
-    assert " 0 failed" in r.stderr
+    assert_checks_passed(r, "api_conformance")
 
 
 FIRST_CALLS = ["free_null", "usable_null", "realloc_null", "calloc", "memalign", "trim",
@@ -40,9 +42,8 @@ def test_malloc_during_dlopen(variant):
 
 def _run_broken(name, fault, args=(), timeout=120, env=None):
     """Runs a test program over badalloc.so with BADALLOC=fault; returns the result."""
-    import subprocess
     ensure_built()
-    e = dict(os.environ, BADALLOC=fault, LD_PRELOAD=os.path.join(TEST_BUILD, "badalloc.so"))
+    e = dict(os.environ, BADALLOC=fault, LD_PRELOAD=BADALLOC_SO)
     e.update(env or {})
     return subprocess.run([os.path.join(TEST_BUILD, name), *args], env=e, capture_output=True,
                           text=True, errors="replace", timeout=timeout)
@@ -61,7 +62,6 @@ def test_selfcheck_api_conformance_detects(fault, expect):
 
 def test_selfcheck_api_conformance_requires_hakmem():
     """--hakmem without hakmem in the process must fail, not pass vacuously."""
-    import subprocess
     ensure_built()
     r = subprocess.run([os.path.join(TEST_BUILD, "api_conformance"), "--hakmem"],
                        capture_output=True, text=True, timeout=120,
@@ -73,7 +73,7 @@ def test_selfcheck_api_conformance_requires_hakmem():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_rss_returns_after_burst_and_trim(variant):
     r = run_program("trim_rss", variant=variant, timeout=120)
-    assert " 0 failed" in r.stderr
+    assert_checks_passed(r, "trim_rss")
 
 
 # hakmem's options change which paths run (checked mode, eager purging and unmapping,
@@ -90,20 +90,20 @@ OPTION_SETS = {
 @pytest.mark.parametrize("opts", sorted(OPTION_SETS))
 def test_api_conformance_under_options(opts):
     if SYSTEM_MODE:
-        pytest.skip("HAKMEM_TEST_SYSTEM=1: hakmem options")
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: hakmem's options mean nothing to the system allocator")
     r = run_program("api_conformance", variant="preload", env=OPTION_SETS[opts], timeout=180)
-    assert " 0 failed" in r.stderr
-    assert "hakmem" not in r.stderr.replace("--hakmem", "").lower().replace("hakmem is", ""), \
-        r.stderr[-2000:]
+    assert_checks_passed(r, "api_conformance")
+    said = [l for l in r.stderr.splitlines() if l.startswith("hakmem")]
+    assert not said, "hakmem reported something under %s:\n%s" % (opts, "\n".join(said[:20]))
 
 
 @pytest.mark.parametrize("opts", sorted(OPTION_SETS))
 def test_stress_under_options(opts):
     if SYSTEM_MODE:
-        pytest.skip("HAKMEM_TEST_SYSTEM=1: hakmem options")
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: hakmem's options mean nothing to the system allocator")
     r = run_program("stress", ["8", "30000", "99", "1.5"], variant="preload",
                     env=OPTION_SETS[opts], timeout=120)
-    assert " 0 failed" in r.stderr
+    assert_checks_passed(r, "stress")
     r = run_program("fork_threads", ["8", "4"], variant="preload", env=OPTION_SETS[opts],
                     timeout=120)
-    assert " 0 failed" in r.stderr
+    assert_checks_passed(r, "fork_threads")

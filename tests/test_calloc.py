@@ -7,26 +7,26 @@ the purge thread reclaims for them — run several times with the default option
 with memory purged at once), and it must show the purge thread at work."""
 import pytest
 
-from conftest import VARIANTS, run_program
+from conftest import VARIANTS, assert_checks_passed, run_program
 from test_api import _run_broken
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_calloc_zero_with_nested_refill(variant):
     r = run_program("calloc_nested", variant=variant, timeout=60)
-    assert " 0 failed" in r.stderr
+    assert_checks_passed(r, "calloc_nested")
 
 
 @pytest.mark.parametrize("run", range(4))
 def test_calloc_churn_default_options(run):
     r = run_program("calloc_churn", variant="preload", timeout=120)
-    assert " 0 failed" in r.stderr
+    assert_checks_passed(r, "calloc_churn")
 
 
 def test_calloc_churn_static_eager_purge():
     r = run_program("calloc_churn", variant="static", timeout=120,
                     env={"HAKMEM_PURGE_DELAY_MS": "20"})
-    assert " 0 failed" in r.stderr
+    assert_checks_passed(r, "calloc_churn")
 
 
 def test_selfcheck_calloc_churn_detects_dirty_calloc():
