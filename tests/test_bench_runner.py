@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT
 
 
 def _load_runner():
-    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(REPO, "bench", "run.py"))
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "bench", "run.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -63,7 +63,7 @@ def test_parse_result_rejects(text):
 
 def test_parse_result_matches_the_c_format():
     """The printf format in bench_common.h and the parser agree on the fixed keys."""
-    with open(os.path.join(REPO, "bench", "bench_common.h")) as f:
+    with open(os.path.join(ROOT, "bench", "bench_common.h")) as f:
         src = f.read()
     m = re.search(r'printf\("RESULT ((?:[^"]|"\s*")*)\\n"', src)
     assert m, "bench_report's printf not found"
@@ -189,7 +189,7 @@ def test_cells_are_consistent():
     names = [c.name for c in run.CELLS]
     assert len(names) == len(set(names))
     for c in run.CELLS:
-        assert os.path.exists(os.path.join(REPO, "bench", c.prog + ".c")), c.prog
+        assert os.path.exists(os.path.join(ROOT, "bench", c.prog + ".c")), c.prog
         for mode in ("quick", "full", "smoke"):
             argv = c.argv(mode)
             assert all(a.startswith("--") and "=" in a for a in argv)
@@ -205,7 +205,7 @@ def test_cells_are_consistent():
 
 
 def test_bench_mk_builds_every_program():
-    with open(os.path.join(REPO, "bench", "bench.mk")) as f:
+    with open(os.path.join(ROOT, "bench", "bench.mk")) as f:
         text = f.read()
     m = re.search(r"BENCH_PROGS\s*:=\s*((?:.*\\\n)*.*)", text)
     progs = set(m.group(1).replace("\\\n", " ").split())
@@ -306,13 +306,15 @@ def test_csv_writers(tmp_path):
 
 def test_results_dirs(tmp_path):
     d = run.new_results_dir(str(tmp_path), "quick")
-    (open(os.path.join(d, "table.md"), "w")).write("x")
+    with open(os.path.join(d, "table.md"), "w") as f:
+        f.write("x")
     latest = run.copy_latest(d, str(tmp_path), "quick")
     assert os.path.basename(latest) == "latest-quick"
     assert open(os.path.join(latest, "table.md")).read() == "x"
     # A second run replaces the copy.
     d2 = run.new_results_dir(str(tmp_path), "quick-2")
-    open(os.path.join(d2, "table.md"), "w").write("y")
+    with open(os.path.join(d2, "table.md"), "w") as f:
+        f.write("y")
     run.copy_latest(d2, str(tmp_path), "quick")
     assert open(os.path.join(latest, "table.md")).read() == "y"
 

@@ -12,16 +12,11 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.environ.get("HAKMEM_BUILD", "build")
-BUILD_DIR = BUILD if os.path.isabs(BUILD) else os.path.join(REPO, BUILD)
-LIB = os.path.join(BUILD_DIR, "libhakmem.so")
-# As in conftest.py: HAKMEM_TEST_SYSTEM=1 checks the tests themselves against glibc only.
-SYSTEM_MODE = os.environ.get("HAKMEM_TEST_SYSTEM", "") == "1"
+from conftest import BENCH_DIR, BUILD, LIB_SO, ROOT, SYSTEM_MODE, must_make
 
 
 def _load_runner():
-    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(REPO, "bench", "run.py"))
+    spec = importlib.util.spec_from_file_location("bench_run", os.path.join(ROOT, "bench", "run.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -33,13 +28,10 @@ run = _load_runner()
 @pytest.fixture(scope="module")
 def binaries():
     """Builds libhakmem.so and the workload programs (make rules from bench/bench.mk)."""
-    targets = ([] if SYSTEM_MODE else [os.path.join(BUILD, "libhakmem.so")]) + \
-        [os.path.join(BUILD, "bench", p) for p in run.PROGRAMS]
-    p = subprocess.run(["make", "-s", "-C", REPO, "BUILD=%s" % BUILD] + targets,
-                       capture_output=True, text=True, timeout=600)
-    if p.returncode != 0:
-        pytest.fail("building %s failed:\n%s%s" % (" ".join(targets), p.stdout, p.stderr))
-    return {prog: os.path.join(BUILD_DIR, "bench", prog) for prog in run.PROGRAMS}
+    paths = {prog: os.path.join(BENCH_DIR, prog) for prog in run.PROGRAMS}
+    targets = ([] if SYSTEM_MODE else [LIB_SO]) + list(paths.values())
+    must_make(*[os.path.relpath(t, ROOT) for t in targets])
+    return paths
 
 
 EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_1T": 1,
@@ -50,8 +42,8 @@ EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_
 @pytest.mark.parametrize("cell", run.CELLS, ids=[c.name for c in run.CELLS])
 def test_workload_smoke(binaries, cell, allocator):
     if allocator == "hakmem" and SYSTEM_MODE:
-        pytest.skip("HAKMEM_TEST_SYSTEM=1: system allocator only")
-    preload = LIB if allocator == "hakmem" else None
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: the workloads run under the system allocator only")
+    preload = LIB_SO if allocator == "hakmem" else None
     rec = run.run_once(binaries[cell.prog], cell.argv("smoke"), preload, timeout=60)
     assert rec["error"] is None, "%s under %s: %s\nreproduce: %s" % (cell.name, allocator, rec["error"], rec["cmd"])
     r = rec["result"]
@@ -80,6 +72,7 @@ def test_positional_arguments(binaries):
     """random_mixed OPS SLOTS SEED, as the seed documents ran it."""
     p = subprocess.run([binaries["random_mixed"], "1000", "16", "7"], capture_output=True, text=True,
                        timeout=10)
+    assert p.returncode == 0, p.stderr
     r = run.parse_result(p.stdout)
     assert (r["ops"], r["slots"], r["seed"]) == (1000, 16, 7)
 
@@ -87,9 +80,9 @@ def test_positional_arguments(binaries):
 def test_runner_end_to_end(binaries, tmp_path):
     """The runner in smoke mode writes its CSV, JSON and markdown for hakmem and glibc."""
     if SYSTEM_MODE:
-        pytest.skip("HAKMEM_TEST_SYSTEM=1: system allocator only")
-    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "run.py"), "--mode", "smoke",
-                        "--build", BUILD_DIR, "--no-build", "--no-chart", "--allocators", "glibc,hakmem",
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: the runner's report compares hakmem with glibc")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--mode", "smoke",
+                        "--build", BUILD, "--no-build", "--no-chart", "--allocators", "glibc,hakmem",
                         "--only", "^tiny_hot_64$", "--only", "^memory$", "--runs", "2",
                         "--results", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)

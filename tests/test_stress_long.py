@@ -9,18 +9,16 @@ import subprocess
 
 import pytest
 
-from conftest import BUILD, LIB_SO, ROOT, SYSTEM_MODE, make, repro, tail
+from conftest import (BADALLOC_SO, LIB_SO, ROOT, STRESS_LONG, SYSTEM_MODE, built, repro,
+                      tail)
 
-STRESS = os.path.join(BUILD, "stress", "stress_long")
+STRESS = STRESS_LONG           # built by fuzz/fuzz.mk's rule, through make
 SECONDS = os.environ.get("HAKMEM_STRESS_SECONDS", "40")
 
 
 @pytest.fixture(scope="module")
 def stress_built():
-    r = make("lib", os.path.relpath(STRESS, ROOT))
-    if r.returncode != 0:
-        pytest.fail("building stress_long failed:\n" + tail(r.stdout + r.stderr), pytrace=False)
-    return STRESS
+    return built(STRESS)
 
 
 def run(args, env_extra, timeout):
@@ -67,9 +65,7 @@ def test_stress_long_hakmem(stress_built):
     ("fork_hang", "hung"),
 ])
 def test_selfcheck_stress_long_detects(stress_built, fault, expect):
-    bad = os.path.join(BUILD, "tests", "badalloc.so")
-    if make(os.path.relpath(bad, ROOT)).returncode != 0 or not os.path.exists(bad):
-        pytest.skip("badalloc.so (tests/helpers/badalloc.c) is not available")
+    bad = built(BADALLOC_SO)       # fails, rather than skips, if it cannot be built
     r, line = run(["-t", "8", "-f", "0.5", "-a", "2", "3"],
                   {"BADALLOC": fault, "LD_PRELOAD": bad}, timeout=60)
     assert r.returncode != 0, f"stress_long passed over a broken allocator ({fault}): {line}"
