@@ -10,14 +10,14 @@ the checked mode (HAKMEM_CHECK=1).
 Environment: HAKMEM_FUZZ_SECONDS (default 40) sets the total length of the fuzzing runs."""
 import glob
 import os
+import re
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import BUILD, ROOT, SYSTEM_MODE, make, repro, tail
+from conftest import FUZZ_DIR, ROOT, SYSTEM_MODE, make, repro, tail
 
-FUZZ_DIR = os.path.join(BUILD, "fuzz")
 SECONDS = int(os.environ.get("HAKMEM_FUZZ_SECONDS", "40"))
 ASAN = "abort_on_error=1:detect_leaks=1:allocator_may_return_null=1"
 
@@ -70,6 +70,17 @@ def run(cmd, timeout, env=None):
     return r
 
 
+NEEDS_HAKMEM = ("HAKMEM_TEST_SYSTEM=1: the harness calls hakmem's hak_* API "
+                "(test_fuzz_checker_on_libc runs it on the C library)")
+
+
+def executed_units(r):
+    """How many inputs libFuzzer ran (-print_final_stats=1); fails if it does not say."""
+    m = re.search(r"^stat::number_of_executed_units:\s+(\d+)$", r.stderr, re.M)
+    assert m, "libFuzzer printed no stat::number_of_executed_units:\n" + tail(r.stderr)
+    return int(m.group(1))
+
+
 def fuzz_args(seconds):
     return ["-rss_limit_mb=4096", "-timeout=60", "-print_final_stats=1",
             f"-max_total_time={seconds}",
@@ -80,27 +91,31 @@ def fuzz_args(seconds):
 def test_fuzz_checker_on_libc():
     """The harness against the C library (fuzz/shim_libc.c): the checker itself is right."""
     exe = build("fuzz_api_shim")
-    run([exe] + fuzz_args(5), timeout=120)
+    r = run([exe] + fuzz_args(5), timeout=120)
+    assert executed_units(r) > 0
 
 
 def test_fuzz_known_crashes():
     """Every input kept in fuzz/crashes/ (each once made hakmem fail) must now pass."""
     if SYSTEM_MODE:
-        pytest.skip("HAKMEM_TEST_SYSTEM=1: this needs hakmem")
+        pytest.skip(NEEDS_HAKMEM)
     exe = build("fuzz_api")
     inputs = sorted(glob.glob(os.path.join(ROOT, "fuzz", "crashes", "*")))
     if not inputs:
-        pytest.skip("no kept crash inputs")
-    run([exe] + inputs, timeout=120)
+        pytest.skip("fuzz/crashes/ holds no kept crash input to replay")
+    r = run([exe] + inputs, timeout=120)
+    ran = re.findall(r"^Executed (.+) in \d+ ms$", r.stderr, re.M)
+    assert sorted(ran) == inputs, "libFuzzer did not run every kept input:\n" + tail(r.stderr)
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_fuzz_hakmem(config):
     if SYSTEM_MODE:
-        pytest.skip("HAKMEM_TEST_SYSTEM=1: this needs hakmem")
+        pytest.skip(NEEDS_HAKMEM)
     share, env = CONFIGS[config]
     seconds = max(3, int(SECONDS * share))
     exe = build("fuzz_api")
     r = run([exe] + fuzz_args(seconds), timeout=seconds + 120, env=env)
     stats = [l for l in r.stderr.splitlines() if l.startswith(("stat::", "Done"))]
     print("\n".join(stats))
+    assert executed_units(r) > 0

@@ -69,7 +69,7 @@ def compare(cmd, cwd, timeout=300, check_rc0=True, hak_env=None):
 def test_hakmem_is_in_effect_under_preload():
     """The comparisons mean something only if LD_PRELOAD really puts hakmem in place."""
     if SYSTEM_MODE:
-        pytest.skip("HAKMEM_TEST_SYSTEM=1")
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: nothing is preloaded, so hakmem is not in effect")
     ensure_built()
     code = ("import ctypes; c = ctypes.CDLL(None); c.malloc.restype = ctypes.c_void_p; "
             "c.hak_owns.argtypes = [ctypes.c_void_p]; p = c.malloc(1000); "
@@ -88,7 +88,7 @@ def test_python_checked_mode(tmp_path):
     """hakmem's checked mode (double frees, overruns, use after free) must not report
     anything in a correct program, nor change its output."""
     if SYSTEM_MODE:
-        pytest.skip("HAKMEM_TEST_SYSTEM=1")
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: checked mode is hakmem's")
     compare([python_exe(), os.path.join(HERE, "workload.py")], str(tmp_path),
             hak_env={"HAKMEM_CHECK": "1"})
 

@@ -110,8 +110,10 @@ def test_python_regrtest(tmp_path):
     if not os.path.exists(SYS_PYTHON):
         if not _apt_install("python3") or not os.path.exists(SYS_PYTHON):
             pytest.skip("Debian's /usr/bin/python3 is not installed and could not be")
-    ver = subprocess.run([SYS_PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                         capture_output=True, text=True, env=_env(False)[0]).stdout.strip()
+    v = subprocess.run([SYS_PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                       capture_output=True, text=True, env=_env(False)[0], timeout=60)
+    assert v.returncode == 0, f"{SYS_PYTHON} does not run:\n{v.stderr}"
+    ver = v.stdout.strip()
     probe = [SYS_PYTHON, "-c", "import test.test_dict, test.test_threading, test.libregrtest"]
     if subprocess.run(probe, capture_output=True, env=_env(False)[0]).returncode != 0:
         _apt_install(f"libpython{ver}-testsuite")
@@ -433,6 +435,9 @@ def test_redis(tmp_path):
     base, _, _ = _redis_session(server, cli, bench, str(tmp_path), False)
     hak, line, log = _redis_session(server, cli, bench, str(tmp_path), True)
     assert all(x is not False for entry in base for x in entry), f"checks fail without hakmem: {base}"
+    # The exit statuses are compared with hakmem's below; they must also be 0.
+    rcs = {e[0]: e[1] for e in base if e[0].startswith("cli ") or e[0] == "server exit"}
+    assert len(rcs) == 5 and not any(rcs.values()), f"redis-cli or the server failed without hakmem: {rcs}"
     for b, h in zip(base, hak):
         assert h == b, (f"redis differs under hakmem: {h!r} (without hakmem: {b!r})\n"
                         f"server: {line}\n{tail(log, 2000)}")
@@ -447,6 +452,12 @@ CRATES = {"bzip2-sys": "=0.1.13", "lua-src": "=547.1.0"}
 def _cargo():
     c = shutil.which("cargo") or os.path.expanduser("~/.cargo/bin/cargo")
     return c if os.path.exists(c) else None
+
+
+def _last_line(text):
+    """The last non-empty line of a tool's error output (for a one-line skip reason)."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    return lines[-1][-300:] if lines else "(no message)"
 
 
 def _crate_sources():
@@ -475,7 +486,8 @@ def _crate_sources():
         if r.returncode == 0:
             break
     if r.returncode != 0:
-        pytest.skip("the source crates could not be fetched with cargo:\n" + tail(r.stderr, 1500))
+        pytest.skip("cargo metadata could not resolve the source crates %s: %s"
+                    % (", ".join(CRATES), _last_line(r.stderr)))
     meta = json.loads(r.stdout)
     dirs = {}
     for pkg in meta["packages"]:
@@ -487,7 +499,8 @@ def _crate_sources():
         r = subprocess.run([cargo, "fetch", "--manifest-path", manifest], capture_output=True,
                            text=True, env=env, timeout=300)
         if r.returncode != 0:
-            pytest.skip("the source crates could not be fetched with cargo:\n" + tail(r.stderr, 1500))
+            pytest.skip("cargo fetch could not download the source crates %s: %s"
+                        % (", ".join(CRATES), _last_line(r.stderr)))
     for name in CRATES:
         if not os.path.isdir(dirs.get(name, "")):
             pytest.skip(f"crate {name} has no sources after cargo fetch")
@@ -548,7 +561,10 @@ def test_make_bzip2(tmp_path):
                            timeout=120)
         q = subprocess.run([os.path.join(work, "bzip2"), "-d", "-c"], input=p.stdout,
                            capture_output=True, timeout=120)
-        out["roundtrip"] = (p.returncode, q.returncode, q.stdout == blob, len(p.stdout))
+        # Compared between the two builds below, but equal failures would compare equal.
+        assert p.returncode == 0 and q.returncode == 0 and q.stdout == blob, \
+            f"the bzip2 built {'under' if preload else 'without'} hakmem fails a round trip"
+        out["roundtrip"] = len(p.stdout)
         return out
 
     _build_twice(tmp_path, prepare, ["CC=gcc"], ["libbz2.a", "bzip2", "bzip2recover"], after)
