@@ -8,6 +8,17 @@
 #include <string.h>
 
 static void *free_it(void *p) { free(p); return NULL; }
+
+/* Runs fn(arg) on a thread of its own and waits for it; exit status 4 if that fails (the
+ * case would then test nothing). */
+static void on_a_thread(void *(*fn)(void *), void *arg) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, arg) != 0 || pthread_join(t, NULL) != 0) {
+        puts("pthread_create or pthread_join failed");
+        exit(4);
+    }
+}
+
 static void *free_twice(void *p) { free(p); free(p); return NULL; }
 static void *free_p_q_p(void *arg) {
     void **pq = arg;
@@ -64,23 +75,17 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 10; i++) (void)!malloc(100);
     }
     else if (!strcmp(c, "double_free_remote")) {
-        pthread_t t;
-        pthread_create(&t, NULL, free_it, p);
-        pthread_join(t, NULL);
+        on_a_thread(free_it, p);
         free(p);
     }
     else if (!strcmp(c, "remote_double_free")) {      /* twice in a row from another thread */
-        pthread_t t;
-        pthread_create(&t, NULL, free_twice, p);
-        pthread_join(t, NULL);
+        on_a_thread(free_twice, p);
     }
     else if (!strcmp(c, "remote_double_free_cycle")) {
         /* p, q, p from another thread: the span's remote list runs in a cycle, which the
          * owner meets when it collects (malloc_trim makes it collect now) */
         void *pq[2] = { malloc(100), malloc(100) };
-        pthread_t t;
-        pthread_create(&t, NULL, free_p_q_p, pq);
-        pthread_join(t, NULL);
+        on_a_thread(free_p_q_p, pq);
         malloc_trim(0);
     }
     else if (!strcmp(c, "uaf_first_words")) {

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,9 @@
 static _Atomic(struct blk *) slots[NSLOTS];
 static atomic_int stop_workers;
 static atomic_long forks_done, worker_ops;
+/* Blocks the children found in the slots and checked, summed over every child: a page
+ * shared with them (MAP_SHARED), so the parent can tell that those checks ran at all. */
+static atomic_long *inherited_checked;
 static int expect_hakmem;
 static uint64_t seed = 11;
 static long thread_forks = 15;
@@ -182,7 +186,7 @@ static int child_work(unsigned which, int depth)
         REQUIRE(waitpid(g, &st, 0) == g);
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "grandchild ended with status %#x", st);
     }
-    (void)taken;
+    atomic_fetch_add(inherited_checked, taken);
     check_thread_done();
     return atomic_load(&check_failures) > failures_before ? 3 : 0;
 }
@@ -298,6 +302,9 @@ int main(int argc, char **argv)
     if (ca && atoi(ca) > 0)
         child_alarm = (unsigned)atoi(ca);
     alarm(240); /* the whole run; a child has its own, shorter alarm */
+    void *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(shared != MAP_FAILED, "mmap of the page shared with the children failed");
+    inherited_checked = shared;
 
     pthread_t th[NWORKERS];
     for (int i = 0; i < NWORKERS; i++)
@@ -321,7 +328,14 @@ int main(int argc, char **argv)
     }
     CHECK(atomic_load(&forks_done) == main_forks + thread_forks, "%ld forks done, want %ld",
           atomic_load(&forks_done), main_forks + thread_forks);
-    check_say("fork_threads: %ld forks (%ld from a worker thread), %ld worker operations\n",
-              atomic_load(&forks_done), thread_forks, atomic_load(&worker_ops));
+    /* Every child looks at the slots; with the workers filling them, some must have found
+     * blocks, or the checks of blocks inherited from dead threads never ran. */
+    if (atomic_load(&forks_done) > 0)
+        CHECK(atomic_load(inherited_checked) > 0,
+              "no child found a block of the parent's threads in the slots");
+    check_say("fork_threads: %ld forks (%ld from a worker thread), %ld worker operations, "
+              "%ld inherited blocks taken by the children\n",
+              atomic_load(&forks_done), thread_forks, atomic_load(&worker_ops),
+              atomic_load(inherited_checked));
     CHECK_DONE("fork_threads");
 }

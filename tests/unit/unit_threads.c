@@ -60,8 +60,8 @@ int main(void) {
     for (int i = 0; i < N; i++) { blocks[i] = hak_malloc(SZ); memset(blocks[i], 1, SZ); }
     memcpy(sorted, blocks, sizeof sorted);
     qsort(sorted, N, sizeof(void *), cmp_ptr);
-    pthread_create(&t, NULL, free_all, NULL);
-    pthread_join(t, NULL);
+    REQUIRE(pthread_create(&t, NULL, free_all, NULL) == 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
     int reused = 0, same_memory = 0;
     for (int i = 0; i < N; i++) {
         blocks[i] = hak_malloc(SZ);
@@ -74,8 +74,8 @@ int main(void) {
     for (int i = 0; i < N; i++) hak_free(blocks[i]);
 
     /* 2. a thread allocates and exits; main frees its blocks; a new thread adopts */
-    pthread_create(&t, NULL, alloc_and_exit, NULL);
-    pthread_join(t, NULL);
+    REQUIRE(pthread_create(&t, NULL, alloc_and_exit, NULL) == 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
     memcpy(sorted, blocks, sizeof sorted);
     qsort(sorted, N, sizeof(void *), cmp_ptr);
     for (int i = 0; i < N / 2; i++) hak_free(blocks[i]);     /* remote: owner is gone */
@@ -91,8 +91,8 @@ int main(void) {
     size_t rss0 = 0;
     for (int i = 0; i < 3000; i++) {
         void *ret;
-        pthread_create(&t, NULL, churn, (void *)(uintptr_t)i);
-        pthread_join(t, &ret);
+        REQUIRE(pthread_create(&t, NULL, churn, (void *)(uintptr_t)i) == 0);
+        REQUIRE(pthread_join(t, &ret) == 0);
         hak_free(ret);
         if (i == 300) rss0 = rss_kb();
     }
