@@ -203,10 +203,8 @@ static int some_global;
 
 static void test_ownership(void)
 {
-    if (!expect_hakmem) {
-        CHECK(1);
-        return;
-    }
+    if (!expect_hakmem)
+        return; /* without hakmem there is nothing to ask hak_owns */
     REQUIRE(check_hakmem_present(), "--hakmem given but hak_owns is not defined in this process");
     int local = 0;
     CHECK(hak_owns(NULL) == 0);
