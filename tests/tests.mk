@@ -10,10 +10,10 @@
 #       $(TEST_BUILD)/NAME.static     linked with $(BUILD)/libhakmem.a, which replaces malloc
 #                                     in the program itself;
 #       $(TEST_BUILD)/NAME.fullstatic -static (glibc's libc.a + libhakmem.a), on demand.
-#   tests/oom/*.c, tests/oom/*.cpp
-#       $(TEST_BUILD)/oom/NAME and $(TEST_BUILD)/oom/NAME.static, as above (C++ with $(CXX);
-#       test-progs builds the C++ ones only where $(CXX) exists, tests/test_oom.py installs
-#       g++ and asks for them otherwise).
+#   tests/oom/*.c, tests/oom/*.cpp, tests/lifecycle/*.c, tests/lifecycle/*.cpp
+#       $(TEST_BUILD)/DIR/NAME and $(TEST_BUILD)/DIR/NAME.static, as above (C++ with
+#       $(CXX); test-progs builds the C++ ones only where $(CXX) exists, and a test that
+#       needs one installs g++ and asks for it otherwise).
 #   tests/misuse/*.c, tests/options/opt_probe.c, tests/stats/introspect.c
 #       $(TEST_BUILD)/DIR/NAME        the system libc only, run under LD_PRELOAD.
 #   tests/unit/unit_*.c, tests/options/opt_set.c, tests/stats/stats_check.c
@@ -57,8 +57,12 @@ TEST_PROGS    := $(foreach s,$(TEST_SRCS),$(TEST_BUILD)/$(basename $(notdir $(s)
 TEST_PROGS_ST := $(addsuffix .static,$(TEST_PROGS))
 UNIT_SRCS     := $(wildcard tests/unit/unit_*.c)
 UNIT_PROGS    := $(patsubst tests/unit/%.c,$(TEST_BUILD)/unit/%,$(UNIT_SRCS))
-OOM_C_PROGS   := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/oom/*.c))
-OOM_CXX_PROGS := $(patsubst tests/%.cpp,$(TEST_BUILD)/%,$(wildcard tests/oom/*.cpp))
+# Programs in folders of their own, built in the two forms of tests/api.
+TWO_FORM_DIRS := oom lifecycle
+TWO_FORM_C   := $(patsubst tests/%.c,$(TEST_BUILD)/%,\
+                   $(wildcard $(TWO_FORM_DIRS:%=tests/%/*.c)))
+TWO_FORM_CXX := $(patsubst tests/%.cpp,$(TEST_BUILD)/%,\
+                   $(wildcard $(TWO_FORM_DIRS:%=tests/%/*.cpp)))
 MISUSE_PROGS  := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/misuse/*.c))
 LIBC_PROGS    := $(TEST_BUILD)/options/opt_probe $(TEST_BUILD)/stats/introspect
 API_PROGS     := $(TEST_BUILD)/options/opt_set $(TEST_BUILD)/stats/stats_check
@@ -73,8 +77,8 @@ test: lib test-progs test-pytest-available
 # built on demand: one failing unit test must not stop the rest, and the system may lack
 # libc.a).
 test-progs: $(TEST_PROGS) $(TEST_PROGS_ST) $(TEST_BUILD)/badalloc.so \
-            $(OOM_C_PROGS) $(OOM_C_PROGS:=.static) $(MISUSE_PROGS) $(LIBC_PROGS) $(API_PROGS) \
-            $(if $(HAVE_CXX),$(OOM_CXX_PROGS) $(OOM_CXX_PROGS:=.static))
+            $(TWO_FORM_C) $(TWO_FORM_C:=.static) $(MISUSE_PROGS) $(LIBC_PROGS) $(API_PROGS) \
+            $(if $(HAVE_CXX),$(TWO_FORM_CXX) $(TWO_FORM_CXX:=.static))
 
 test-units: $(UNIT_PROGS)
 
@@ -104,18 +108,18 @@ $(TEST_BUILD)/%.fullstatic: tests/api/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(
 $(TEST_BUILD)/%.fullstatic: tests/stress/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(TEST_BUILD)
 	$(CC) $(TEST_CFLAGS) -static -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
 
-# ---- tests/oom: the same two forms, C and C++ --------------------------------------------
+# ---- tests/oom, tests/lifecycle: the same two forms, C and C++ ---------------------------
 
-$(OOM_C_PROGS): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS)
+$(TWO_FORM_C): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LDLIBS)
-$(OOM_C_PROGS:=.static): $(TEST_BUILD)/%.static: tests/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a
+$(TWO_FORM_C:=.static): $(TEST_BUILD)/%.static: tests/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
-$(OOM_CXX_PROGS): $(TEST_BUILD)/%: tests/%.cpp $(TEST_HDRS)
+$(TWO_FORM_CXX): $(TEST_BUILD)/%: tests/%.cpp $(TEST_HDRS)
 	@mkdir -p $(@D)
 	$(CXX) $(TEST_CXXFLAGS) -o $@ $< $(TEST_LDLIBS)
-$(OOM_CXX_PROGS:=.static): $(TEST_BUILD)/%.static: tests/%.cpp $(TEST_HDRS) $(BUILD)/libhakmem.a
+$(TWO_FORM_CXX:=.static): $(TEST_BUILD)/%.static: tests/%.cpp $(TEST_HDRS) $(BUILD)/libhakmem.a
 	@mkdir -p $(@D)
 	$(CXX) $(TEST_CXXFLAGS) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
 
