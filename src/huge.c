@@ -5,7 +5,7 @@
  * the header, so free finds it from any address and a mapping never shares a chunk with
  * another. Freed mappings are kept in the BigCache (bounded in bytes) for reuse, purged
  * after the purge delay, and unmapped beyond the cap. realloc grows in place or moves the
- * page tables with mremap: no copy. */
+ * page tables with mremap: no copy (see _hak_huge_realloc for how a move stays race-free). */
 #include <sys/mman.h>
 #include "internal.h"
 
@@ -174,16 +174,69 @@ size_t _hak_huge_usable(const hak_huge_t *h) {
     return hak_align_up(h->offset + h->size, HAK_PAGE) - h->offset;
 }
 
+/* Huge realloc, race-free: other threads map, register and unmap superslabs and huge
+ * blocks while a block grows, shrinks or moves. The invariants, which hold at every
+ * instant:
+ *
+ *  1. A registry entry is written (added or removed) only while a live mapping of
+ *     hakmem's covers its chunk: a range's entries are added after the range came from the
+ *     kernel, and removed before it goes back — before the munmap, and before the mremap
+ *     that moves the pages away (the kernel gives the old range back inside that call).
+ *     The kernel hands a range to one mapping at a time, so a thread never clears or
+ *     overwrites entries that another thread's mapping depends on (a superslab mapped
+ *     into a range a huge block just left), and no entry names address space hakmem gave
+ *     back.
+ *  2. A moving block is registered nowhere: its old range is unregistered just before the
+ *     move, its new range registered once the pages arrived. Only a program that uses the
+ *     block while realloc works on it could notice, and that is the program's race.
+ *  3. MREMAP_FIXED only ever targets a live reservation of hakmem's (fresh from
+ *     _hak_os_map_aligned, registered to nothing), never address space already given
+ *     back; a move that fails leaves the block where it was, as it was, and gives back
+ *     only what is still provably ours (os.c): nothing is moved back.
+ *  4. Once the move succeeded nothing may fail: the new range's registry leaves are made
+ *     while it is still a reservation (registered, then unregistered at once), so
+ *     registering it afterwards only stores into them — as re-registering the old range
+ *     does after a failed move (the registry never frees a leaf).
+ *  5. Every copy is min(old size, new size) bytes.
+ * Where a move cannot be done safely (or at all), realloc falls back to a new block, a
+ * copy and a free of the old one. */
+
+/* Moves h's pages into a fresh reservation of newlen bytes (invariants above). Returns
+ * the block's header at its new place, or NULL with h as it was. */
+static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
+    size_t oldlen = h->maplen;
+    void *dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
+    if (dst == NULL && _hak_release_memory())      /* the last resort before copying */
+        dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
+    if (dst == NULL) return NULL;
+    if (!_hak_registry_add_huge(dst, dst, newlen)) {      /* makes the leaves (4) */
+        _hak_os_unmap(dst, newlen);                       /* registered nowhere */
+        return NULL;
+    }
+    _hak_registry_remove(dst, newlen);
+    _hak_registry_remove(h, oldlen);                      /* (1): before the mremap */
+    if (!_hak_os_remap_aligned(h, oldlen, newlen, h->thp_len, &dst)) {
+        if (!_hak_registry_add_huge(h, h, oldlen))        /* its leaves exist (4) */
+            _hak_assert_fail("huge realloc: re-registering a block that did not move",
+                             __FILE__, __LINE__);
+        return NULL;
+    }
+    if (!_hak_registry_add_huge(dst, dst, newlen))
+        _hak_assert_fail("huge realloc: registering a moved block", __FILE__, __LINE__);
+    return dst;
+}
+
 void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     if (h->magic != HAK_HUGE_MAGIC || (char *)h + h->offset != (char *)p || h->state != HUGE_LIVE) {
         _hak_report("realloc", h->state != HUGE_LIVE ? HAK_ERR_DOUBLE_FREE : HAK_ERR_INTERIOR, p, h->size);
         errno = EINVAL;
         return NULL;
     }
+    size_t keep = size < h->size ? size : h->size;       /* what a copy copies (5) */
     if (size <= HAK_LARGE_MAX) {
         void *q = hak_malloc(size);
         if (q == NULL) return NULL;
-        memcpy(q, p, size);
+        memcpy(q, p, keep);           /* an aligned huge block may be smaller than size */
         _hak_huge_free(h, p);
         return q;
     }
@@ -198,7 +251,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     if (newlen < h->maplen) {               /* shrink a lot: give the tail back */
         char *tail = (char *)h + newlen;
         size_t tlen = h->maplen - newlen;
-        _hak_registry_remove(tail, tlen);
+        _hak_registry_remove(tail, tlen);   /* (1): before the munmap */
         _hak_os_unmap(tail, tlen);
         HAK_STAT_SUB(huge_mapped, tlen);
         if (h->thp_len > newlen) h->thp_len = newlen;
@@ -207,12 +260,19 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         return p;
     }
     size_t oldlen = h->maplen;
+    int saved = errno;                      /* a successful call leaves errno alone */
     /* Growing: in place if the address space after us is free; else into a cached mapping
      * (a copy into resident memory, cheaper than faulting fresh pages in); else move the
-     * page tables to a fresh mapping. */
-    size_t split = h->thp_len;
-    void *nb = NULL;
-    if (!_hak_os_remap_aligned_inplace(h, oldlen, newlen, split)) {
+     * page tables to a fresh mapping; else a new block and a copy. */
+    hak_huge_t *nh = NULL;
+    if (_hak_os_remap_aligned_inplace(h, oldlen, newlen, h->thp_len)) {
+        /* the range after us was free, so no one else has entries there (1) */
+        if (_hak_registry_add_huge(h, (char *)h + oldlen, newlen - oldlen))
+            nh = h;
+        else                                /* registered nowhere: back to the old size */
+            _hak_os_unmap((char *)h + oldlen, newlen - oldlen);
+    }
+    if (nh == NULL) {
         void *tail;
         size_t tail_len;
         hak_lock(&huge_lock);
@@ -227,48 +287,32 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
             c->state = HUGE_LIVE;
             c->purged = 0;
             _hak_os_thp_cover(c, c->offset + size, &c->thp_len);
-            memcpy((char *)c + c->offset, p, h->size);
+            memcpy((char *)c + c->offset, p, keep);
             HAK_STAT_ADD(huge_allocs, 1);       /* the old block is counted as freed */
             HAK_STAT_ADD(huge_live, 1);
             _hak_huge_free(h, p);
+            errno = saved;
             return (char *)c + c->offset;
         }
-        if (!_hak_os_remap_aligned(h, oldlen, newlen, split, &nb) &&
-            !(_hak_release_memory() && _hak_os_remap_aligned(h, oldlen, newlen, split, &nb))) {
-            /* the page tables could not move (or no address space was left for them): a
-             * new block and a copy, the way every other allocator grows */
-            void *q = _hak_huge_alloc(size, 0, false);
-            if (q == NULL) return NULL;
-            memcpy(q, p, h->size);
-            _hak_huge_free(h, p);
-            return q;
-        }
-    } else {
-        nb = h;
+        nh = huge_move(h, newlen);
     }
-    if (nb == (void *)h) {
-        if (!_hak_registry_add_huge(h, (char *)h + oldlen, newlen - oldlen)) {
-            munmap((char *)h + oldlen, newlen - oldlen);
-            errno = ENOMEM;
-            return NULL;
-        }
-    } else {
-        _hak_registry_remove(h, oldlen);
-        if (!_hak_registry_add_huge(nb, nb, newlen)) {
-            /* put it back where it was; the old range is free again */
-            void *back = mremap(nb, newlen, oldlen, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)h);
-            if (back != MAP_FAILED) _hak_registry_add_huge(h, h, oldlen);
-            errno = ENOMEM;
-            return NULL;
-        }
-        h = nb;
+    if (nh == NULL) {
+        /* the page tables could not move (or no address space was left for them): a new
+         * block and a copy, the way every other allocator grows */
+        void *q = _hak_huge_alloc(size, 0, false);
+        if (q == NULL) return NULL;
+        memcpy(q, p, keep);
+        _hak_huge_free(h, p);
+        errno = saved;
+        return q;
     }
-    HAK_STAT_ADD(huge_mapped, newlen - h->maplen);
+    HAK_STAT_ADD(huge_mapped, newlen - oldlen);
     _hak_stats_note_mapped();
-    h->maplen = newlen;
-    h->size = size;
-    _hak_os_thp_cover(h, h->offset + size, &h->thp_len);
-    return (char *)h + h->offset;
+    nh->maplen = newlen;
+    nh->size = size;
+    _hak_os_thp_cover(nh, nh->offset + size, &nh->thp_len);
+    errno = saved;
+    return (char *)nh + nh->offset;
 }
 
 size_t _hak_huge_purge_tick(void) {
