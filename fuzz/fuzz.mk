@@ -97,9 +97,14 @@ $(SAN_DIR)/$(1)/stress_long: stress/stress_long.c $(SAN_DIR)/$(1)/hakmem.o
 $(SAN_DIR)/$(1)/calloc_churn: tests/stress/calloc_churn.c $(SAN_DIR)/$(1)/hakmem.o
 	$$(SAN_CC) $(SAN_BASE) $(SAN_$(1)) -include tests/helpers/hak_names.h $$< \
 	    $(SAN_DIR)/$(1)/hakmem.o -o $$@
+$(SAN_DIR)/$(1)/huge_realloc_mt: tests/stress/huge_realloc_mt.c $(SAN_DIR)/$(1)/hakmem.o \
+    $(wildcard tests/helpers/*.h)
+	$$(SAN_CC) $(SAN_BASE) $(SAN_$(1)) -include tests/helpers/hak_names.h $$< \
+	    $(SAN_DIR)/$(1)/hakmem.o -o $$@
 $(SAN_DIR)/$(1)/unit_%: tests/unit/unit_%.c $(SAN_DIR)/$(1)/hakmem.o $(wildcard tests/unit/*.h)
 	$$(SAN_CC) $(SAN_BASE) $(SAN_$(1)) $$< $(SAN_DIR)/$(1)/hakmem.o -o $$@
-san-build-$(1): $(SAN_DIR)/$(1)/stress_long $(SAN_DIR)/$(1)/calloc_churn $(addprefix $(SAN_DIR)/$(1)/,$(SAN_UNITS))
+san-build-$(1): $(SAN_DIR)/$(1)/stress_long $(SAN_DIR)/$(1)/calloc_churn \
+    $(SAN_DIR)/$(1)/huge_realloc_mt $(addprefix $(SAN_DIR)/$(1)/,$(SAN_UNITS))
 $(1): san-build-$(1)
 	fuzz/run_sanitized.sh $(1) $(SAN_DIR)/$(1) $(SAN_SECONDS) $(SAN_UNITS)
 .PHONY: san-build-$(1)

@@ -64,6 +64,10 @@ for u in "$@"; do
 done
 # issue 8's pattern: calloc, trading, idle owners, the purge thread reclaiming for them
 run "calloc_churn" "$dir/calloc_churn" --hakmem 8 4 8000
+# issue 9's pattern: huge blocks grown, shrunk and moved by realloc while superslabs are
+# mapped and unmapped around them (empty superslabs unmapped at once, no BigCache)
+run "huge_realloc_mt" env HAKMEM_SUPERSLAB_RETAIN=0 HAKMEM_PURGE_DELAY_MS=0 \
+    HAKMEM_BIGCACHE_MB=0 "$dir/huge_realloc_mt" --hakmem 3
 run "stress_long ${seconds}s" "$dir/stress_long" -t "${SAN_STRESS_THREADS:-64}" -f 3 "$seconds"
 grep '^stress_long: [0-9]' "$log" | sed "s/^/[$kind] /"
 rm -f "$log"
