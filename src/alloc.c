@@ -229,22 +229,25 @@ HAK_EXPORT void hak_free_aligned_sized(void *p, size_t align, size_t size) {
 
 /* Everything free goes back to the OS: the calling thread's caches, what other threads
  * freed into idle owners' spans, abandoned spans, empty superslabs, cached huge blocks.
- * Also the last resort before a malloc reports ENOMEM. Called with no hakmem lock held. */
-bool _hak_release_memory(void) {
+ * malloc_trim unmaps every empty superslab. As the last resort before a malloc reports
+ * ENOMEM it keeps the retained ones (purged): where no new mapping can be had at all (a
+ * seccomp filter, a full address space), unmapping them would leave nothing for the small
+ * blocks that the program can still get from them. Called with no hakmem lock held. */
+bool _hak_release_memory(bool unmap_all) {
     hak_heap_t *h = _hak_thread_heap;
     int saved = errno;
     _hak_heap_flush_all(h);
     _hak_heap_release_idle(h);
     _hak_heap_reclaim_all();
     _hak_heap_sweep_abandoned();
-    size_t bytes = _hak_pool_purge(true) + _hak_huge_purge(true);
+    size_t bytes = _hak_pool_purge(true, unmap_all) + _hak_huge_purge(true);
     errno = saved;
     return bytes > 0;
 }
 
 HAK_EXPORT int hak_trim(size_t pad) {
     (void)pad;
-    return _hak_release_memory();
+    return _hak_release_memory(true);
 }
 
 HAK_EXPORT int hak_owns(const void *p) {

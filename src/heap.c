@@ -291,7 +291,7 @@ static void *refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
         hak_lock(&h->lock);
         b = refill_locked(h, c, n, &zero);
         hak_unlock(&h->lock);
-        if (unlikely(b == NULL) && _hak_release_memory()) {
+        if (unlikely(b == NULL) && _hak_release_memory(false)) {
             /* out of address space or memory: what hakmem kept for reuse went back; try again */
             hak_lock(&h->lock);
             b = refill_locked(h, c, n, &zero);

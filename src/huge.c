@@ -104,7 +104,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     }
     HAK_STAT_ADD(bigcache_misses, 1);
     void *base = _hak_os_map_aligned(maplen, malign);
-    if (base == NULL && _hak_release_memory())      /* the last resort before ENOMEM */
+    if (base == NULL && _hak_release_memory(false))      /* the last resort before ENOMEM */
         base = _hak_os_map_aligned(maplen, malign);
     if (base == NULL || !_hak_registry_add_huge(base, base, maplen)) {
         if (base) _hak_os_unmap(base, maplen);
@@ -206,7 +206,7 @@ size_t _hak_huge_usable(const hak_huge_t *h) {
 static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
     size_t oldlen = h->maplen;
     void *dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
-    if (dst == NULL && _hak_release_memory())      /* the last resort before copying */
+    if (dst == NULL && _hak_release_memory(false))      /* the last resort before copying */
         dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
     if (dst == NULL) return NULL;
     if (!_hak_registry_add_huge(dst, dst, newlen)) {      /* makes the leaves (4) */

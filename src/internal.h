@@ -75,7 +75,7 @@ bool _hak_registry_add_huge(void *hdr, void *from, size_t len);  /* false: no me
 bool _hak_registry_remove(void *base, size_t len);
 hak_huge_t *_hak_registry_huge_header(uintptr_t a);          /* NULL if none */
 
-bool _hak_release_memory(void);     /* alloc.c: trim; true if anything went back */
+bool _hak_release_memory(bool unmap_all);   /* alloc.c: trim; true if anything went back */
 
 /* ---- superslab.c: 2 MiB regions and the shared span pool --------------------------- */
 FAST_PATH hak_superslab_t *hak_ss_of(const void *p) {
@@ -97,7 +97,7 @@ FAST_PATH bool hak_block_start(const hak_unit_t *u, const void *p) {
 void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h);
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner);   /* NULL: out of memory */
 void _hak_pool_release(hak_span_t *s);
-size_t _hak_pool_purge(bool all);           /* bytes returned to the OS */
+size_t _hak_pool_purge(bool all, bool unmap_all);   /* bytes returned to the OS */
 size_t _hak_pool_purge_tick(void);          /* purge what is due; bytes still dirty */
 void _hak_pool_lock(void);
 void _hak_pool_unlock(void);

@@ -129,6 +129,20 @@ static void unmap_idle_empty(uint64_t now, bool all) {
     }
 }
 
+/* Empty superslabs beyond the retained count, whatever their age. */
+static void unmap_beyond_retain(void) {
+    hak_superslab_t *ss = ss_empty;
+    for (size_t i = 0; ss != NULL; i++) {
+        hak_superslab_t *next = ss->next;
+        if (i >= (size_t)_hak_opt.superslab_retain) {
+            ss_remove(&ss_empty, ss);
+            n_empty--;
+            ss_unmap(ss);
+        }
+        ss = next;
+    }
+}
+
 static void maybe_purge(void) {
     size_t cap = (size_t)_hak_opt.dirty_max_mb << 20;
     if (dirty_bytes > cap) purge_oldest(cap / 2);
@@ -259,14 +273,15 @@ size_t _hak_pool_purge_tick(void) {
     return left;
 }
 
-/* malloc_trim and friends: purge every free unit now (all) or what is past its delay, and
- * with `all` unmap every empty superslab. */
-size_t _hak_pool_purge(bool all) {
+/* malloc_trim and friends: purge every free unit now (all) or what is past its delay;
+ * unmap every empty superslab (unmap_all), or with `all` those beyond the retained ones. */
+size_t _hak_pool_purge(bool all, bool unmap_all) {
     hak_lock(&pool_lock);
     uint64_t now = _hak_now_ms();
     size_t bytes = purge_locked(now, all);
     size_t before = n_empty;
-    unmap_idle_empty(now, all);
+    unmap_idle_empty(now, unmap_all);
+    if (all && !unmap_all) unmap_beyond_retain();
     bytes += (before - n_empty) * HAK_SS_SIZE;
     hak_unlock(&pool_lock);
     return bytes;
