@@ -59,3 +59,4 @@ clean:
 -include bench/bench.mk
 -include fuzz/fuzz.mk
 -include mk/install.mk
+-include mk/check.mk
