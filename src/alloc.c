@@ -1,29 +1,68 @@
-/* alloc.c — the malloc family: the fast paths and the functions built on them.
+/* alloc.c — the malloc family: the fast paths, the functions built on them, and the top of
+ * every slow path.
  *
  * malloc of ≤ 1 MiB: size -> class (a table load, or a count of leading zeros) -> pop the
  * thread's tcache. free: registry -> superslab (mask) -> span (unit table) -> if ours, push
  * onto the tcache; if another thread's, one CAS onto the span's remote list. Everything
- * else — refill, flush, remote collection, huge blocks, errors — is a call to a
- * noinline function elsewhere. */
-#include <stdint.h>
-#include "internal.h"
+ * else is a call to a noinline function: the slow paths here call the layers below (heap
+ * refill and flush, huge blocks) and, when those run short, the policy module, which
+ * decides how to try harder; they also give the purge thread its chance to start. */
+#include "check.h"
+#include "counters.h"
+#include "diag.h"
+#include "heap.h"
+#include "huge.h"
+#include "init.h"
+#include "options.h"
+#include "policy.h"
+#include "purge_thread.h"
+#include "registry.h"
+#include "size_class.h"
+#include "span.h"
+#include "superslab.h"
 
-FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc, size_t n) {
-    void *b = tc->head;
-    if (likely(b != NULL)) {
-        tc->head = *(void **)b;
-        ((void **)b)[1] = NULL;                /* the double-free key (see hak_free) */
-        tc->room++;
-        tc->nalloc++;
-        HAK_DEBUG_HANDOUT(b);
-        return b;
-    }
-    return _hak_heap_refill(h, (size_t)(tc - h->tc), n);
+/* ---- slow paths -------------------------------------------------------------------------- */
+
+/* A small malloc or calloc that ran short: try harder (policy.c), step by step. The layers
+ * below leave errno alone, so a retry that succeeds leaves the program's errno as it was. */
+static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
+    void *b = NULL;
+    for (int step = 0; b == NULL && _hak_policy_try_harder(step); step++)
+        b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
+    if (b == NULL) _hak_policy_out_of_memory(n);
+    return b;
 }
 
-FAST_PATH void *heap_pop(size_t c, size_t n) {
-    hak_heap_t *h = _hak_thread_heap;
-    return tc_pop(h, &h->tc[c], n);
+/* A small malloc or calloc found its tcache empty (or the thread has no heap yet). The
+ * purge thread is polled where memory is freed (flushes, huge frees), not here: starting it
+ * allocates, and nothing may allocate between a refill's choice of a block and calloc's
+ * decision to clear it (issue 8). */
+static SLOW_PATH void *alloc_slow(size_t c, size_t n, bool clear) {
+    if (unlikely(_hak_thread_heap == &_hak_empty_heap)) hak_ensure_init();
+    hak_purge_thread_allocated();
+    void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
+    if (likely(b != NULL)) return b;
+    return alloc_retry(c, n, clear);
+}
+
+static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
+    if (n > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST / 2) { errno = ENOMEM; return NULL; }
+    hak_ensure_init();
+    void *p = _hak_huge_alloc(n, align, zero);
+    for (int step = 0; p == NULL && _hak_policy_try_harder(step); step++)
+        p = _hak_huge_alloc(n, align, zero);
+    if (p == NULL) _hak_policy_out_of_memory(n);
+    hak_purge_thread_allocated();
+    return p;
+}
+
+FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc, size_t n) {
+    if (likely(tc->head != NULL)) {
+        void *b = hak_tc_take(tc);
+        ((void **)b)[1] = NULL;                /* the double-free key (see hak_free) */
+        return b;
+    }
+    return alloc_slow((size_t)(tc - h->tc), n, false);
 }
 
 HAK_EXPORT void *hak_malloc(size_t n) {
@@ -31,7 +70,7 @@ HAK_EXPORT void *hak_malloc(size_t n) {
     hak_tcache_t *tc;
     if (likely(n <= HAK_TINY_MAX)) tc = (hak_tcache_t *)((char *)h + _hak_tiny_tcoff[n]);
     else if (likely(n <= HAK_LARGE_MAX)) tc = &h->tc[hak_class_above_tiny(n)];
-    else return _hak_huge_alloc(n, 0, false);
+    else return huge_alloc(n, 0, false);
     return tc_pop(h, tc, n);
 }
 
@@ -58,9 +97,16 @@ static SLOW_PATH void free_slow(void *p) {
     hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
     if (h != NULL) {
         _hak_huge_free(h, p);                  /* checks the pointer itself */
+        _hak_purge_thread_poll();
         return;
     }
     _hak_report("free", HAK_ERR_FOREIGN, p, 0);
+}
+
+/* The tcache is over its capacity: half of it goes home. */
+static SLOW_PATH void flush_slow(hak_heap_t *h, hak_tcache_t *tc) {
+    _hak_heap_flush(h, tc, tc->cap / 2);
+    _hak_purge_thread_poll();
 }
 
 FAST_PATH void tc_push(hak_heap_t *h, hak_tcache_t *tc, void *p) {
@@ -70,7 +116,7 @@ FAST_PATH void tc_push(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     tc->head = p;
     tc->nfree++;
     if (likely(--tc->room != 0)) return;
-    _hak_heap_flush(h, tc, tc->cap / 2);
+    flush_slow(h, tc);
 }
 
 /* The block carries the key: a double free, or user data that happens to match. */
@@ -82,13 +128,20 @@ static SLOW_PATH void free_suspect(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     tc_push(h, tc, p);
 }
 
-/* Another thread's block: freed remotely, unless its thread has exited, in which case this
- * thread adopts the span and frees locally (not in checked mode, where every free goes
- * through the checks of the remote path). */
-static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p) {
+/* A block of a span whose thread has exited: this thread adopts the span and frees the
+ * block locally (not in checked mode, where every free goes through the checks of the
+ * remote path), unless someone else took the span first. */
+static SLOW_PATH void free_abandoned(hak_span_t *s, void *p, uint64_t *count) {
+    if (!_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
+    _hak_span_free_remote(s, p, count);
+}
+
+/* Another thread's block: freed remotely, counted by this thread. */
+static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p, hak_heap_t *me) {
     hak_span_t *s = &ss->spans[u->span];
-    if (relaxed_load(&u->owner) == NULL && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
-    _hak_span_free_remote(s, p);
+    uint64_t *count = likely(me != &_hak_empty_heap) ? &me->st.remote_frees[u->cls] : NULL;
+    if (unlikely(relaxed_load(&u->owner) == NULL)) free_abandoned(s, p, count);
+    else _hak_span_free_remote(s, p, count);
 }
 
 /* A block in the thread's cache carries the cache's address in its second word: a free
@@ -105,7 +158,7 @@ HAK_EXPORT void hak_free(void *p) {
             tc_push(h, tc, p);
             return;
         }
-        free_other(ss, u, p);
+        free_other(ss, u, p, h);
         return;
     }
     free_slow(p);
@@ -114,18 +167,11 @@ HAK_EXPORT void hak_free(void *p) {
 HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
     size_t total;
     if (unlikely(__builtin_mul_overflow(count, size, &total))) { errno = ENOMEM; return NULL; }
-    if (total > HAK_LARGE_MAX) return _hak_huge_alloc(total, 0, true);
+    if (total > HAK_LARGE_MAX) return huge_alloc(total, 0, true);
     hak_heap_t *h = _hak_thread_heap;
     hak_tcache_t *tc = &h->tc[hak_size_class(total)];
-    void *b = tc->head;
-    if (likely(b != NULL)) {
-        tc->head = *(void **)b;
-        tc->room++;
-        tc->nalloc++;
-        HAK_DEBUG_HANDOUT(b);
-        return memset(b, 0, total > 16 ? total : 16);
-    }
-    return _hak_heap_refill_zeroed(h, (size_t)(tc - h->tc), total);
+    if (likely(tc->head != NULL)) return memset(hak_tc_take(tc), 0, total > 16 ? total : 16);
+    return alloc_slow((size_t)(tc - h->tc), total, true);
 }
 
 HAK_EXPORT size_t hak_usable_size(const void *p) {
@@ -143,6 +189,27 @@ HAK_EXPORT size_t hak_usable_size(const void *p) {
     if (h != NULL) return _hak_huge_usable(h);
     _hak_report("malloc_usable_size", HAK_ERR_FOREIGN, p, 0);
     return 0;
+}
+
+/* A huge block to size n: moved into the small tiers when it shrinks below the huge tier,
+ * else grown or shrunk by the huge tier, trying harder when it runs short. */
+static void *realloc_huge(hak_huge_t *h, void *p, size_t n) {
+    if (!_hak_huge_check(h, p, "realloc")) { errno = EINVAL; return NULL; }
+    if (n <= HAK_LARGE_MAX) {
+        void *q = hak_malloc(n);
+        if (q == NULL) return NULL;
+        memcpy(q, p, n < h->size ? n : h->size);  /* an aligned huge block may be smaller */
+        hak_free(p);
+        return q;
+    }
+    if (n > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
+    void *q = _hak_huge_realloc(h, p, n);
+    for (int step = 0; q == NULL && _hak_policy_try_harder(step); step++)
+        q = _hak_huge_realloc(h, p, n);
+    if (q == NULL) _hak_policy_out_of_memory(n);
+    hak_purge_thread_allocated();
+    _hak_purge_thread_poll();            /* the old block may have gone to the BigCache */
+    return q;
 }
 
 HAK_EXPORT void *hak_realloc(void *p, size_t n) {
@@ -165,7 +232,7 @@ HAK_EXPORT void *hak_realloc(void *p, size_t n) {
         return q;
     }
     hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
-    if (h != NULL) return _hak_huge_realloc(h, p, n);
+    if (h != NULL) return realloc_huge(h, p, n);
     _hak_report("realloc", HAK_ERR_FOREIGN, p, 0);
     errno = EINVAL;
     return NULL;
@@ -181,12 +248,13 @@ HAK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
  * all have it (see size_class.c); beyond that, or for huge sizes, by the huge tier. */
 static void *alloc_aligned(size_t align, size_t n) {
     if (align <= 16) return hak_malloc(n);
-    if (n > HAK_LARGE_MAX || align > HAK_UNIT_SIZE) return _hak_huge_alloc(n, align, false);
-    if (unlikely(atomic_load_explicit(&_hak_init_state, memory_order_acquire) < 2)) _hak_init();
+    if (n > HAK_LARGE_MAX || align > HAK_UNIT_SIZE) return huge_alloc(n, align, false);
+    hak_ensure_init();
     size_t need = unlikely(_hak_opt.check) && n + 16 <= HAK_LARGE_MAX ? n + 16 : n;
     size_t c = _hak_aligned_class[__builtin_ctzl(align)][hak_size_class(need)];
-    if (c == 0xff) return _hak_huge_alloc(n, align, false);
-    return heap_pop(c, n);
+    if (c == 0xff) return huge_alloc(n, align, false);
+    hak_heap_t *h = _hak_thread_heap;
+    return tc_pop(h, &h->tc[c], n);
 }
 
 static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
@@ -227,27 +295,9 @@ HAK_EXPORT void hak_free_aligned_sized(void *p, size_t align, size_t size) {
     hak_free(p);
 }
 
-/* Everything free goes back to the OS: the calling thread's caches, what other threads
- * freed into idle owners' spans, abandoned spans, empty superslabs, cached huge blocks.
- * malloc_trim unmaps every empty superslab. As the last resort before a malloc reports
- * ENOMEM it keeps the retained ones (purged): where no new mapping can be had at all (a
- * seccomp filter, a full address space), unmapping them would leave nothing for the small
- * blocks that the program can still get from them. Called with no hakmem lock held. */
-bool _hak_release_memory(bool unmap_all) {
-    hak_heap_t *h = _hak_thread_heap;
-    int saved = errno;
-    _hak_heap_flush_all(h);
-    _hak_heap_release_idle(h);
-    _hak_heap_reclaim_all();
-    _hak_heap_sweep_abandoned();
-    size_t bytes = _hak_pool_purge(true, unmap_all) + _hak_huge_purge(true);
-    errno = saved;
-    return bytes > 0;
-}
-
 HAK_EXPORT int hak_trim(size_t pad) {
     (void)pad;
-    return _hak_release_memory(true);
+    return _hak_policy_trim();
 }
 
 HAK_EXPORT int hak_owns(const void *p) {

@@ -17,7 +17,38 @@
  * link, its second the link XOR a key (span.c checks the pair before following the link),
  * and from byte 16 on it is filled with FILL, verified when the block is handed out again:
  * a write anywhere in a freed block is reported, at the latest on its reuse. */
-#include "internal.h"
+#include "check.h"
+#include "diag.h"
+#include "size_class.h"
+#include "superslab.h"
+
+/* ---- the free map (checked mode, debug builds) ------------------------------------- */
+
+static _Atomic uint64_t *freemap_word(const hak_span_t *s, const void *p, uint64_t *bit) {
+    hak_superslab_t *ss = hak_ss_of(s);
+    size_t i = (size_t)((const char *)p - s->start) / s->bsize;
+    *bit = 1ull << (i % 64);
+    return &ss->freemap[s - ss->spans][i / 64];
+}
+
+bool _hak_freemap_get(const hak_span_t *s, const void *p) {
+    uint64_t bit;
+    return (relaxed_load(freemap_word(s, p, &bit)) & bit) != 0;
+}
+
+bool _hak_freemap_set(hak_span_t *s, const void *p, bool free) {
+    uint64_t bit;
+    _Atomic uint64_t *w = freemap_word(s, p, &bit);
+    uint64_t old = free ? atomic_fetch_or_explicit(w, bit, memory_order_relaxed)
+                        : atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed);
+    return (old & bit) != 0;
+}
+
+void _hak_freemap_reset(hak_span_t *s) {
+    hak_superslab_t *ss = hak_ss_of(s);
+    size_t words = (s->capacity + 63) / 64;
+    for (size_t k = 0; k < words; k++) relaxed_store(&ss->freemap[s - ss->spans][k], 0);
+}
 
 #define CANARY     0xc5c5c5c5c5c5c5c5ull
 #define FILL       0xdf

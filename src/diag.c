@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
-#include "internal.h"
+#include "counters.h"
+#include "diag.h"
+#include "options.h"
 
 static HAK_TLS int in_report;
 
@@ -21,12 +23,19 @@ static size_t put_hex(char *buf, size_t n, size_t cap, uintptr_t v) {
     return n;
 }
 
-static size_t put_dec(char *buf, size_t n, size_t cap, size_t v) {
+size_t _hak_fmt_dec(char *buf, size_t cap, long long v) {
     char tmp[24];
     int k = 0;
-    do { tmp[k++] = (char)('0' + v % 10); v /= 10; } while (v);
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do { tmp[k++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) tmp[k++] = '-';
+    size_t n = 0;
     while (k > 0 && n < cap) buf[n++] = tmp[--k];
     return n;
+}
+
+static size_t put_dec(char *buf, size_t n, size_t cap, size_t v) {
+    return n + _hak_fmt_dec(buf + n, cap - n, (long long)v);
 }
 
 static const char *const problems[] = {
@@ -69,7 +78,7 @@ void _hak_assert_fail(const char *expr, const char *file, int line) {
     n = put_str(buf, n, sizeof buf - 1, " at ");
     n = put_str(buf, n, sizeof buf - 1, file);
     n = put_str(buf, n, sizeof buf - 1, ":");
-    n = put_hex(buf, n, sizeof buf - 1, (uintptr_t)line);
+    n = put_dec(buf, n, sizeof buf - 1, (size_t)line);
     buf[n++] = '\n';
     if (write(2, buf, n) < 0) { /* ignore */ }
     abort();
@@ -88,28 +97,15 @@ static const int crash_signals[] = { SIGSEGV, SIGBUS, SIGABRT };
 static struct sigaction crash_prev[3];
 static _Atomic int crash_reporting;
 
-struct fn_entry { uintptr_t start; const char *name; };
-
-/* Entry points and slow paths, to name the function a fault happened in. */
-static int known_functions(struct fn_entry *t) {
-    int n = 0;
-#define FN(f) t[n].start = (uintptr_t)(void *)&f; t[n].name = #f; n++;
-    FN(hak_malloc) FN(hak_free) FN(hak_calloc) FN(hak_realloc) FN(hak_usable_size)
-    FN(hak_posix_memalign) FN(hak_aligned_alloc) FN(hak_trim) FN(hak_stats_get)
-    FN(_hak_heap_refill) FN(_hak_heap_flush) FN(_hak_heap_thread_exit) FN(_hak_heap_is_cached)
-    FN(_hak_span_fill) FN(_hak_span_collect_remote) FN(_hak_span_free_remote)
-    FN(_hak_pool_acquire) FN(_hak_pool_release) FN(_hak_pool_purge)
-    FN(_hak_huge_alloc) FN(_hak_huge_free) FN(_hak_huge_realloc) FN(_hak_report)
-#undef FN
-    return n;
-}
+/* Entry points and slow paths, to name the function a fault happened in: the table comes
+ * from above (init.c), which knows the functions; diagnostics sit below every layer. */
+static const hak_fn_entry_t *known;
+static int n_known;
 
 static const char *function_at(uintptr_t pc, uintptr_t *offset) {
-    struct fn_entry t[32];
-    int n = known_functions(t);
-    const struct fn_entry *best = NULL;
-    for (int i = 0; i < n; i++)
-        if (t[i].start <= pc && (best == NULL || t[i].start > best->start)) best = &t[i];
+    const hak_fn_entry_t *best = NULL;
+    for (int i = 0; i < n_known; i++)
+        if (known[i].start <= pc && (best == NULL || known[i].start > best->start)) best = &known[i];
     /* functions here are well under 8 KiB; farther away is someone else's code */
     if (best == NULL || pc - best->start > 8192) return NULL;
     *offset = pc - best->start;
@@ -181,7 +177,9 @@ static void crash_handler(int sig, siginfo_t *si, void *ucv) {
     crash_chain(sig, si, ucv);
 }
 
-void _hak_crash_handler_install(void) {
+void _hak_crash_handler_install(const hak_fn_entry_t *functions, int n) {
+    known = functions;
+    n_known = n;
     if (!_hak_opt.crash_report) return;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -17,8 +17,16 @@
  * left empty go back to the pool (_hak_heap_reclaim_all, before mapping new memory and
  * from the purge thread). */
 #include <sched.h>
-#include <sys/mman.h>
-#include "internal.h"
+#include "check.h"
+#include "counters.h"
+#include "diag.h"
+#include "heap.h"
+#include "list.h"
+#include "options.h"
+#include "os.h"
+#include "registry.h"
+#include "size_class.h"
+#include "superslab.h"
 
 hak_heap_t _hak_empty_heap;
 HAK_TLS hak_heap_t *_hak_thread_heap = &_hak_empty_heap;
@@ -38,29 +46,40 @@ static hak_heap_t *heaps_all, *heaps_free;
 static char *meta_cur, *meta_end;               /* carving area for heap structs */
 
 static pthread_mutex_t aband_lock = HAK_LOCK_INIT;
-static _Atomic(hak_span_t *) abandoned[HAK_NCLASSES];
+static hak_span_t *abandoned[HAK_NCLASSES];     /* aband_lock; peeked at without it */
+
+static pthread_key_t thread_key;                /* its destructor ends a thread's heap */
+static _Atomic bool thread_key_ok;
+
+static struct {                       /* what exited threads counted (heaps lock) */
+    uint64_t nalloc[HAK_NCLASSES], nfree[HAK_NCLASSES];
+    hak_heap_stats_t st;
+} merged;
 
 /* ---- span lists (owner-private, doubly linked) -------------------------------------- */
 
 static void list_push(hak_span_t **head, hak_span_t *s) {
     hak_assert(s->next == NULL && s->prev == NULL && *head != s);   /* on no list */
-    s->prev = NULL;
-    s->next = *head;
-    if (*head) (*head)->prev = s;
-    *head = s;
+    HAK_LIST_PUSH(head, s);
 }
 
 static void list_remove(hak_span_t **head, hak_span_t *s) {
     hak_assert(s->prev != NULL ? s->prev->next == s : *head == s);
     hak_assert(s->next == NULL || s->next->prev == s);
-    if (s->prev) s->prev->next = s->next; else *head = s->next;
-    if (s->next) s->next->prev = s->prev;
-    s->next = s->prev = NULL;
+    HAK_LIST_REMOVE(head, s);
 }
 
+/* Blocks other threads freed into s come home; true if then every block of s is home. */
+static bool all_home(hak_span_t *s) {
+    _hak_span_collect_remote(s);
+    return s->used == 0;
+}
+
+/* A span whose blocks are all home (and which is on no list) goes back to the pool. */
 static void span_release(hak_span_t *s) {
+    s->list = SPAN_LOOSE;
     HAK_VALIDATE_SPAN(s);
-    hak_assert(s->used == 0 && s->list == SPAN_LOOSE);
+    hak_assert(s->used == 0);
     hak_assert((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0);   /* none out */
     hak_assert(s->nfree == (uint32_t)((size_t)(s->bump - s->start) / s->bsize));
     _hak_pool_release(s);
@@ -77,8 +96,8 @@ static hak_heap_t *heap_new(void) {
         size_t sz = hak_align_up(sizeof(hak_heap_t), 64);
         if (meta_cur == NULL || (size_t)(meta_end - meta_cur) < sz) {
             size_t chunk = 256 * 1024;
-            void *m = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (m == MAP_FAILED) { hak_unlock(&heaps_lock); return NULL; }
+            void *m = _hak_os_map(chunk);
+            if (m == NULL) { hak_unlock(&heaps_lock); return NULL; }
             meta_cur = m;
             meta_end = meta_cur + chunk;
         }
@@ -95,8 +114,10 @@ static hak_heap_t *heap_new(void) {
     memset(h->bins, 0, sizeof h->bins);
     memset(&h->st, 0, sizeof h->st);
     relaxed_store(&h->notified, NULL);
+    size_t ceiling = _hak_opt.tcache_max > 0 ? (size_t)_hak_opt.tcache_max : SIZE_MAX;
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
-        h->tc[c].cap = _hak_opt.check ? 0 : _hak_class_cap[c];   /* checked: no caching */
+        size_t cap = _hak_class_cap[c] < ceiling ? _hak_class_cap[c] : ceiling;
+        h->tc[c].cap = _hak_opt.check ? 0 : (uint32_t)cap;   /* checked: no caching */
         h->tc[c].room = h->tc[c].cap + 1;
     }
     h->shared = 0;
@@ -120,28 +141,29 @@ static hak_heap_t *late_heap_get(void) {
     return h;
 }
 
-hak_heap_t *_hak_heap_thread_init(void) {
+/* The thread's own heap, made on its first refill (hakmem is initialised by then). NULL:
+ * no memory, or the thread is past its exit. */
+static hak_heap_t *thread_init(void) {
     if (thread_done) return NULL;
-    _hak_init();
     hak_heap_t *h = heap_new();
     if (h == NULL) return NULL;
     /* Publish before pthread_setspecific: it may call calloc, which then finds this heap. */
     _hak_thread_heap = h;
-    if (atomic_load_explicit(&_hak_thread_key_ok, memory_order_acquire))
-        pthread_setspecific(_hak_thread_key, h);
+    if (atomic_load_explicit(&thread_key_ok, memory_order_acquire))
+        pthread_setspecific(thread_key, h);
     HAK_STAT_ADD(threads_total, 1);
     return h;
 }
 
-/* ---- notified spans --------------------------------------------------------------------- */
+static void thread_exit(void *heap);
 
-static void notify_push(hak_heap_t *h, hak_span_t *s) {
-    hak_span_t *top = relaxed_load(&h->notified);
-    do {
-        s->notify_next = top;
-    } while (!atomic_compare_exchange_weak_explicit(&h->notified, &top, s, memory_order_release,
-                                                    memory_order_relaxed));
+/* At start-up, once the allocator core works (pthread_key_create may allocate). */
+void _hak_heap_init_key(void) {
+    if (pthread_key_create(&thread_key, thread_exit) == 0)
+        atomic_store_explicit(&thread_key_ok, true, memory_order_release);
 }
+
+/* ---- notified spans --------------------------------------------------------------------- */
 
 /* Full spans that got a block back move to the partial list. One whose notifier has not
  * finished yet goes back on the stack for the next drain, so that a span is never on the
@@ -151,13 +173,11 @@ static void drain_notified(hak_heap_t *h) {
     while (s != NULL) {
         hak_span_t *next = s->notify_next;
         if ((atomic_load_explicit(&s->remote, memory_order_acquire) & HAK_RS_MASK) == HAK_RS_NOTIFYING) {
-            notify_push(h, s);
+            _hak_span_notify_push(&h->notified, s);
         } else if (s->list == SPAN_FULL && relaxed_load(&s->owner) == h) {
             hak_bin_t *bin = &h->bins[s->cls];
             list_remove(&bin->full, s);
-            _hak_span_collect_remote(s);
-            if (s->used == 0) {
-                s->list = SPAN_LOOSE;
+            if (all_home(s)) {
                 span_release(s);
             } else {
                 s->list = SPAN_PARTIAL;
@@ -171,13 +191,11 @@ static void drain_notified(hak_heap_t *h) {
 /* ---- adoption ------------------------------------------------------------------------- */
 
 static hak_span_t *adopt(hak_heap_t *h, size_t c) {
-    if (relaxed_load(&abandoned[c]) == NULL) return NULL;
+    if (__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED) == NULL) return NULL;   /* a hint */
     hak_lock(&aband_lock);
-    hak_span_t *s = relaxed_load(&abandoned[c]);
+    hak_span_t *s = abandoned[c];
     if (s != NULL) {
-        relaxed_store(&abandoned[c], s->next);
-        if (s->next) s->next->prev = NULL;
-        s->next = s->prev = NULL;
+        HAK_LIST_REMOVE(&abandoned[c], s);
         _hak_span_set_owner(s, h);
     }
     hak_unlock(&aband_lock);
@@ -190,11 +208,7 @@ static void abandon(hak_span_t *s) {
                                             _hak_heap_adopt_on_free reads them */
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_ABANDONED;
-    hak_span_t *head = relaxed_load(&abandoned[s->cls]);
-    s->prev = NULL;
-    s->next = head;
-    if (head) head->prev = s;
-    relaxed_store(&abandoned[s->cls], s);
+    HAK_LIST_PUSH(&abandoned[s->cls], s);
     hak_unlock(&aband_lock);
 }
 
@@ -202,15 +216,11 @@ static void abandon(hak_span_t *s) {
 void _hak_heap_sweep_abandoned(void) {
     hak_lock(&aband_lock);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
-        hak_span_t *s = relaxed_load(&abandoned[c]);
+        hak_span_t *s = abandoned[c];
         while (s != NULL) {
             hak_span_t *next = s->next;
-            _hak_span_collect_remote(s);
-            if (s->used == 0) {
-                if (s->prev) s->prev->next = s->next; else relaxed_store(&abandoned[c], s->next);
-                if (s->next) s->next->prev = s->prev;
-                s->next = s->prev = NULL;
-                s->list = SPAN_LOOSE;
+            if (all_home(s)) {
+                HAK_LIST_REMOVE(&abandoned[c], s);
                 span_release(s);
             }
             s = next;
@@ -258,68 +268,50 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
         if ((s = bin->partial) != NULL) {
             list_remove(&bin->partial, s);
         } else if ((s = adopt(h, c)) == NULL) {
-            s = _hak_pool_acquire(c, h);
-            if (s == NULL) { errno = ENOMEM; return NULL; }
+            /* Free units first; before mapping more, blocks freed into idle threads' spans
+             * may free whole spans. */
+            s = _hak_pool_acquire(c, h, false);
+            if (s == NULL) {
+                _hak_heap_reclaim_all();
+                if ((s = _hak_pool_acquire(c, h, true)) == NULL) return NULL;
+            }
+            if (HAK_TRACK_FREE) _hak_freemap_reset(s);
         }
         s->list = SPAN_CUR;
         bin->cur = s;
     }
 }
 
-/* The slow path of malloc (clear = false) and calloc (clear = true). A calloc'd block is
- * zeroed here unless the refill proved it untouched since the kernel zeroed it — and that
- * proof stays in this frame: anything called after the block is chosen may allocate
- * (pthread_create of the purge thread does) and run a refill of its own. */
-static void *late_refill(size_t c, size_t n, bool clear);
+/* A malloc on a thread past its exit: one block from the late heap. */
+static SLOW_PATH void *late_refill(size_t c, size_t n, bool *zero) {
+    hak_heap_t *h = late_heap_get();
+    if (h == NULL) return NULL;
+    hak_lock(&h->lock);
+    void *b = refill_locked(h, c, n, zero);
+    hak_unlock(&h->lock);
+    return b;
+}
 
-static void *refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
-    if (unlikely(h == &_hak_empty_heap)) {
-        if (thread_done) return late_refill(c, n, clear);
-        h = _hak_heap_thread_init();
-        if (h == NULL) { errno = ENOMEM; return NULL; }
-    }
-    hak_tcache_t *tc = &h->tc[c];
+/* A calloc'd block is zeroed here unless the refill proved it untouched since the kernel
+ * zeroed it — and that proof stays in this frame: anything that runs after the block is
+ * chosen may allocate and run a refill of its own (issue 8: pthread_create of the purge
+ * thread did, and overwrote a per-heap flag). */
+void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
     void *b;
     bool zero = false;
-    if (tc->head != NULL) {              /* filled by a nested call during thread setup */
-        b = tc->head;
-        tc->head = *(void **)b;
+    if (unlikely(h == &_hak_empty_heap) && (thread_done || (h = thread_init()) == NULL)) {
+        b = thread_done ? late_refill(c, n, &zero) : NULL;
+    } else if (h->tc[c].head != NULL) {  /* filled by a nested call during thread setup */
+        b = hak_tc_take(&h->tc[c]);
         ((void **)b)[1] = NULL;
-        tc->room++;
-        tc->nalloc++;
     } else {
         hak_lock(&h->lock);
         b = refill_locked(h, c, n, &zero);
         hak_unlock(&h->lock);
-        if (unlikely(b == NULL) && _hak_release_memory(false)) {
-            /* out of address space or memory: what hakmem kept for reuse went back; try again */
-            hak_lock(&h->lock);
-            b = refill_locked(h, c, n, &zero);
-            hak_unlock(&h->lock);
-            if (b == NULL) errno = ENOMEM;
-        }
     }
-    if (clear && b != NULL && !zero) memset(b, 0, n);     /* (word 1, the key, is clear) */
-    _hak_purge_thread_allocated();
-    _hak_purge_thread_poll();
+    if (b != NULL && clear && !zero) memset(b, 0, n);     /* (word 1, the key, is clear) */
     return b;
 }
-
-/* A malloc on a thread past its exit: one block from the late heap. */
-static SLOW_PATH void *late_refill(size_t c, size_t n, bool clear) {
-    hak_heap_t *h = late_heap_get();
-    if (h == NULL) { errno = ENOMEM; return NULL; }
-    bool zero = false;
-    hak_lock(&h->lock);
-    void *b = refill_locked(h, c, n, &zero);
-    hak_unlock(&h->lock);
-    if (b == NULL) errno = ENOMEM;
-    else if (clear && !zero) memset(b, 0, n);
-    return b;
-}
-
-SLOW_PATH void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n) { return refill(h, c, n, false); }
-SLOW_PATH void *_hak_heap_refill_zeroed(hak_heap_t *h, size_t c, size_t n) { return refill(h, c, n, true); }
 
 /* A free found the double-free key in p: is p really free already, in this cache or on
  * its span's free list? (Only a user's data that happens to equal the key gets here
@@ -355,7 +347,6 @@ static void return_block(hak_heap_t *h, void *b) {
     }
     if (s->used == 0 && s->list == SPAN_PARTIAL) {
         list_remove(&bin->partial, s);
-        s->list = SPAN_LOOSE;
         span_release(s);
     }
 }
@@ -367,7 +358,7 @@ static void return_block(hak_heap_t *h, void *b) {
  * now (the caller frees remotely). */
 bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     hak_heap_t *h = _hak_thread_heap;
-    if (h == &_hak_empty_heap && (h = _hak_heap_thread_init()) == NULL) return false;   /* late */
+    if (h == &_hak_empty_heap && (h = thread_init()) == NULL) return false;   /* late */
     hak_lock(&aband_lock);
     /* owner first: `list` is the owner's own field, written without this lock */
     if (relaxed_load(&s->owner) != NULL || s->list != SPAN_ABANDONED) {
@@ -375,9 +366,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
         return false;
     }
     HAK_DEBUG_FREED(p);
-    if (s->prev) s->prev->next = s->next; else relaxed_store(&abandoned[s->cls], s->next);
-    if (s->next) s->next->prev = s->prev;
-    s->next = s->prev = NULL;
+    HAK_LIST_REMOVE(&abandoned[s->cls], s);
     _hak_span_set_owner(s, h);
     s->list = SPAN_LOOSE;
     hak_unlock(&aband_lock);
@@ -432,7 +421,6 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
         b = next;
     }
     hak_unlock(&h->lock);
-    _hak_purge_thread_poll();
 }
 
 void _hak_heap_flush_all(hak_heap_t *h) {
@@ -451,20 +439,16 @@ static size_t reclaim_locked(hak_heap_t *h) {
         hak_bin_t *bin = &h->bins[c];
         for (hak_span_t *s = bin->partial, *next; s != NULL; s = next) {
             next = s->next;
-            _hak_span_collect_remote(s);
-            if (s->used == 0) {
+            if (all_home(s)) {
                 list_remove(&bin->partial, s);
-                s->list = SPAN_LOOSE;
                 span_release(s);
                 released++;
             }
         }
         hak_span_t *s = bin->cur;
         if (s == NULL) continue;
-        _hak_span_collect_remote(s);
-        if (s->used == 0) {
+        if (all_home(s)) {
             bin->cur = NULL;
-            s->list = SPAN_LOOSE;
             span_release(s);
             released++;
         }
@@ -510,27 +494,40 @@ static void unpark_full(hak_span_t *s, bool wait) {
     }
 }
 
+/* No span of h stays parked as full, and no notifier is left in flight: after this no
+ * one will push onto h->notified again (wait: notifiers still running are waited out; in a
+ * fork child they no longer exist). */
+static void unpark_all(hak_heap_t *h, bool wait) {
+    for (size_t c = 0; c < HAK_NCLASSES; c++)
+        for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, wait);
+    atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);
+}
+
 static void hand_back(hak_span_t *s) {
-    _hak_span_collect_remote(s);
-    if (s->used == 0) {
-        s->list = SPAN_LOOSE;
-        span_release(s);
-    } else {
-        abandon(s);
-    }
+    if (all_home(s)) span_release(s);
+    else abandon(s);
 }
 
 /* The pthread key destructor: every cached block goes home, every span goes back to the
  * pool (if empty) or to the abandoned lists for other threads to adopt. */
-void _hak_heap_thread_exit(void *arg) {
+static void merge_stats(hak_heap_t *h) {           /* heaps lock held */
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        merged.nalloc[c] += h->tc[c].nalloc;
+        merged.nfree[c] += h->tc[c].nfree;
+        merged.st.refills[c] += h->st.refills[c];
+        merged.st.flushes[c] += h->st.flushes[c];
+        merged.st.remote_frees[c] += h->st.remote_frees[c];
+        h->tc[c].nalloc = h->tc[c].nfree = 0;
+    }
+    memset(&h->st, 0, sizeof h->st);
+}
+
+static void thread_exit(void *arg) {
     hak_heap_t *h = arg;
     if (h == NULL || h == &_hak_empty_heap) return;
     _hak_heap_flush_all(h);
     hak_lock(&h->lock);
-    for (size_t c = 0; c < HAK_NCLASSES; c++)
-        for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, true);
-    /* No span of ours is NOTIFYING any more, so no one will push onto h->notified again. */
-    atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);
+    unpark_all(h, true);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         hak_bin_t *bin = &h->bins[c];
         if (bin->cur) hand_back(bin->cur);
@@ -550,18 +547,38 @@ void _hak_heap_thread_exit(void *arg) {
     }
     hak_unlock(&h->lock);
     hak_lock(&heaps_lock);
-    _hak_stats_merge_heap(h);
+    merge_stats(h);
     h->live = 0;
     h->next_free = heaps_free;
     heaps_free = h;
     hak_unlock(&heaps_lock);
 }
 
-/* Calls fn on every heap a live thread uses (for statistics), under the heaps lock. */
-void _hak_heap_foreach(void (*fn)(hak_heap_t *h, void *arg), void *arg) {
+/* Statistics: the live heaps' counters (relaxed reads of other threads' plain counters: a
+ * snapshot, exact once they stop) and what exited threads left. */
+void _hak_heap_stats_add(hak_stats_t *out) {
     hak_lock(&heaps_lock);
-    for (hak_heap_t *h = heaps_all; h != NULL; h = h->next_all)
-        if (h->live) fn(h, arg);
+    for (hak_heap_t *h = heaps_all; h != NULL; h = h->next_all) {
+        if (!h->live) continue;
+        for (size_t c = 0; c < HAK_NCLASSES; c++) {
+            hak_class_stats_t *k = &out->cls[c];
+            uint64_t r = __atomic_load_n(&h->st.remote_frees[c], __ATOMIC_RELAXED);
+            k->allocs += __atomic_load_n(&h->tc[c].nalloc, __ATOMIC_RELAXED);
+            k->frees += __atomic_load_n(&h->tc[c].nfree, __ATOMIC_RELAXED) + r;
+            k->refills += __atomic_load_n(&h->st.refills[c], __ATOMIC_RELAXED);
+            k->flushes += __atomic_load_n(&h->st.flushes[c], __ATOMIC_RELAXED);
+            k->remote_frees += r;
+        }
+        out->threads_live += !h->shared;
+    }
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_class_stats_t *k = &out->cls[c];
+        k->allocs += merged.nalloc[c];
+        k->frees += merged.nfree[c] + merged.st.remote_frees[c];
+        k->refills += merged.st.refills[c];
+        k->flushes += merged.st.flushes[c];
+        k->remote_frees += merged.st.remote_frees[c];
+    }
     hak_unlock(&heaps_lock);
 }
 
@@ -591,12 +608,10 @@ bool _hak_heap_after_fork_child(void) {
     hak_heap_t *h = _hak_thread_heap;
     bool others = false;
     for (hak_heap_t *o = heaps_all; o != NULL; o = o->next_all)
-        others |= o->live && o != h;
+        others |= o->live && !o->shared && o != h;
     if (h == &_hak_empty_heap) return others;
     hak_lock_reset(&h->lock);
-    for (size_t c = 0; c < HAK_NCLASSES; c++)
-        for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, false);
-    atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);
+    unpark_all(h, false);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         hak_bin_t *bin = &h->bins[c];
         for (hak_span_t *s = bin->full, *next; s != NULL; s = next) {

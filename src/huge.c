@@ -6,12 +6,40 @@
  * another. Freed mappings are kept in the BigCache (bounded in bytes) for reuse, purged
  * after the purge delay, and unmapped beyond the cap. realloc grows in place or moves the
  * page tables with mremap: no copy (see _hak_huge_realloc for how a move stays race-free). */
-#include <sys/mman.h>
-#include "internal.h"
+#include "counters.h"
+#include "diag.h"
+#include "huge.h"
+#include "options.h"
+#include "os.h"
+#include "registry.h"
 
 static pthread_mutex_t huge_lock = HAK_LOCK_INIT;
 static hak_huge_t *cache;          /* most recently freed first */
 static size_t cache_bytes;
+static _Atomic size_t cache_unpurged;   /* cached bytes not yet purged, as of the last unlock
+                                           (the purge thread's poll reads it without the lock) */
+
+static void huge_unlock(void) {
+    size_t left = 0;
+    for (hak_huge_t *h = cache; h != NULL; h = h->next)
+        if (!h->purged) left += h->maplen;
+    relaxed_store(&cache_unpurged, left);
+    hak_unlock(&huge_lock);
+}
+
+size_t _hak_huge_cached(void) { return relaxed_load(&cache_unpurged); }
+
+bool _hak_huge_check(const hak_huge_t *h, const void *p, const char *func) {
+    if (h->magic != HAK_HUGE_MAGIC || (const char *)h + h->offset != (const char *)p) {
+        _hak_report(func, HAK_ERR_INTERIOR, p, h->size);
+        return false;
+    }
+    if (h->state != HUGE_LIVE) {
+        _hak_report(func, HAK_ERR_DOUBLE_FREE, p, h->size);
+        return false;
+    }
+    return true;
+}
 
 static void huge_unmap(hak_huge_t *h) {
     size_t len = h->maplen;
@@ -69,9 +97,17 @@ static size_t purge_cache_locked(bool all) {
     return bytes;
 }
 
+/* A mapping becomes a live block of `size` bytes at offset `off`; returns the payload. */
+static void *make_live(hak_huge_t *h, size_t size, size_t off) {
+    h->size = size;
+    h->offset = off;
+    h->state = HUGE_LIVE;
+    _hak_os_thp_cover(h, off + size, &h->thp_len);
+    return (char *)h + off;
+}
+
 void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
-    if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST / 2) { errno = ENOMEM; return NULL; }
-    if (atomic_load_explicit(&_hak_init_state, memory_order_acquire) < 2) _hak_init();
+    hak_assert(size <= HAK_MAX_REQUEST && align <= HAK_MAX_REQUEST / 2);   /* the API checked */
     size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
     /* at least one byte, so that even a zero-size payload lies inside the mapping */
     size_t maplen = hak_align_up(off + (size ? size : 1), HAK_SS_SIZE);
@@ -95,46 +131,28 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
             size_t dirty = h->purged != 1 ? size : off < HAK_PAGE ? HAK_PAGE - off : 0;
             memset(p, 0, dirty < size ? dirty : size);
         }
-        h->size = size;
-        h->offset = off;
-        h->state = HUGE_LIVE;
         h->purged = 0;
-        _hak_os_thp_cover(h, off + size, &h->thp_len);
-        return p;
+        return make_live(h, size, off);
     }
     HAK_STAT_ADD(bigcache_misses, 1);
     void *base = _hak_os_map_aligned(maplen, malign);
-    if (base == NULL && _hak_release_memory(false))      /* the last resort before ENOMEM */
-        base = _hak_os_map_aligned(maplen, malign);
     if (base == NULL || !_hak_registry_add_huge(base, base, maplen)) {
         if (base) _hak_os_unmap(base, maplen);
         HAK_STAT_SUB(huge_allocs, 1);
         HAK_STAT_SUB(huge_live, 1);
-        errno = ENOMEM;
         return NULL;
     }
     HAK_STAT_ADD(huge_mapped, maplen);
-    _hak_stats_note_mapped();
+    _hak_counters_note_mapped();
     h = base;                                /* fresh from the kernel: zero already */
     h->magic = HAK_HUGE_MAGIC;
-    h->size = size;
     h->maplen = maplen;
-    h->offset = off;
-    h->state = HUGE_LIVE;
     h->thp_len = 0;
-    _hak_os_thp_cover(h, off + size, &h->thp_len);
-    return (char *)base + off;
+    return make_live(h, size, off);
 }
 
 void _hak_huge_free(hak_huge_t *h, void *p) {
-    if (h->magic != HAK_HUGE_MAGIC || (char *)h + h->offset != (char *)p) {
-        _hak_report("free", HAK_ERR_INTERIOR, p, h->size);
-        return;
-    }
-    if (h->state != HUGE_LIVE) {
-        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, h->size);
-        return;
-    }
+    if (!_hak_huge_check(h, p, "free")) return;
     HAK_STAT_ADD(huge_frees, 1);
     HAK_STAT_SUB(huge_live, 1);
     size_t cap = (size_t)_hak_opt.bigcache_mb << 20;
@@ -160,9 +178,7 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
         evict = old;
     }
     purge_cache_locked(false);
-    _hak_purge_thread_note(cache_bytes);
-    hak_unlock(&huge_lock);
-    _hak_purge_thread_poll();
+    huge_unlock();
     while (evict != NULL) {
         hak_huge_t *next = evict->next;
         huge_unmap(evict);
@@ -206,8 +222,6 @@ size_t _hak_huge_usable(const hak_huge_t *h) {
 static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
     size_t oldlen = h->maplen;
     void *dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
-    if (dst == NULL && _hak_release_memory(false))      /* the last resort before copying */
-        dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
     if (dst == NULL) return NULL;
     if (!_hak_registry_add_huge(dst, dst, newlen)) {      /* makes the leaves (4) */
         _hak_os_unmap(dst, newlen);                       /* registered nowhere */
@@ -226,21 +240,11 @@ static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
     return dst;
 }
 
+/* h is live and p its payload (_hak_huge_check), size > HAK_LARGE_MAX: the caller
+ * (alloc.c) moves blocks that shrink below the huge tier. */
 void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
-    if (h->magic != HAK_HUGE_MAGIC || (char *)h + h->offset != (char *)p || h->state != HUGE_LIVE) {
-        _hak_report("realloc", h->state != HUGE_LIVE ? HAK_ERR_DOUBLE_FREE : HAK_ERR_INTERIOR, p, h->size);
-        errno = EINVAL;
-        return NULL;
-    }
     size_t keep = size < h->size ? size : h->size;       /* what a copy copies (5) */
-    if (size <= HAK_LARGE_MAX) {
-        void *q = hak_malloc(size);
-        if (q == NULL) return NULL;
-        memcpy(q, p, keep);           /* an aligned huge block may be smaller than size */
-        _hak_huge_free(h, p);
-        return q;
-    }
-    if (size > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
+    hak_assert(size <= HAK_MAX_REQUEST);
     size_t need = h->offset + size;
     size_t newlen = hak_align_up(need, HAK_SS_SIZE);
     if (newlen == h->maplen || (newlen < h->maplen && newlen > h->maplen / 2)) {
@@ -277,7 +281,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         size_t tail_len;
         hak_lock(&huge_lock);
         hak_huge_t *c = cache_take(newlen, HAK_SS_SIZE, &tail, &tail_len);
-        hak_unlock(&huge_lock);
+        huge_unlock();
         unmap_tail(tail, tail_len);
         if (c != NULL) {
             HAK_STAT_ADD(bigcache_hits, 1);
@@ -307,7 +311,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         return q;
     }
     HAK_STAT_ADD(huge_mapped, newlen - oldlen);
-    _hak_stats_note_mapped();
+    _hak_counters_note_mapped();
     nh->maplen = newlen;
     nh->size = size;
     _hak_os_thp_cover(nh, nh->offset + size, &nh->thp_len);
@@ -318,11 +322,8 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
 size_t _hak_huge_purge_tick(void) {
     hak_lock(&huge_lock);
     purge_cache_locked(false);
-    size_t left = 0;
-    for (hak_huge_t *h = cache; h != NULL; h = h->next)
-        if (!h->purged) left += h->maplen;
-    hak_unlock(&huge_lock);
-    return left;
+    huge_unlock();
+    return _hak_huge_cached();
 }
 
 size_t _hak_huge_purge(bool all) {
@@ -336,7 +337,7 @@ size_t _hak_huge_purge(bool all) {
     } else {
         bytes = purge_cache_locked(false);
     }
-    hak_unlock(&huge_lock);
+    huge_unlock();
     while (list != NULL) {
         hak_huge_t *next = list->next;
         bytes += list->maplen;

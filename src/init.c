@@ -1,20 +1,34 @@
-/* init.c — process and thread lifecycle.
+/* init.c — process start-up and the fork handlers.
  *
  * The first call into hakmem (from anywhere: the dynamic loader, a constructor, a thread
  * started before main) initialises it. Initialisation calls nothing that allocates until
  * the allocator core is usable (state 2); only then does it register the thread-exit key
  * and the fork handlers, which may call malloc — and find it working. */
-#include <unistd.h>
-#include "internal.h"
+#include "diag.h"
+#include "heap.h"
+#include "huge.h"
+#include "init.h"
+#include "options.h"
+#include "purge_thread.h"
+#include "registry.h"
+#include "size_class.h"
+#include "stats.h"
+#include "superslab.h"
 
 _Atomic int _hak_init_state;
-pthread_key_t _hak_thread_key;
-_Atomic int _hak_thread_key_ok;
 static pthread_mutex_t init_lock = HAK_LOCK_INIT;
 
-void _hak_registry_lock(void);
-void _hak_registry_unlock(void);
-void _hak_registry_reset_lock(void);
+/* Entry points and slow paths, for the crash report to name where a fault happened. */
+#define FN(f) { (uintptr_t)(void *)&f, #f }
+static const hak_fn_entry_t known_functions[] = {
+    FN(hak_malloc), FN(hak_free), FN(hak_calloc), FN(hak_realloc), FN(hak_usable_size),
+    FN(hak_posix_memalign), FN(hak_aligned_alloc), FN(hak_trim), FN(hak_stats_get),
+    FN(_hak_heap_refill), FN(_hak_heap_flush), FN(_hak_heap_is_cached),
+    FN(_hak_span_fill), FN(_hak_span_collect_remote), FN(_hak_span_free_remote),
+    FN(_hak_pool_acquire), FN(_hak_pool_release), FN(_hak_pool_purge),
+    FN(_hak_huge_alloc), FN(_hak_huge_free), FN(_hak_huge_realloc), FN(_hak_report),
+};
+#undef FN
 
 /* Fork: take every lock (in the one order used everywhere: heaps, abandoned, pool, huge,
  * registry) so no other thread is inside hakmem's state when the address space is copied;
@@ -52,10 +66,10 @@ void _hak_init(void) {
         _hak_size_class_init();
         _hak_options_verbose();
         atomic_store_explicit(&_hak_init_state, 2, memory_order_release);
-        if (pthread_key_create(&_hak_thread_key, _hak_heap_thread_exit) == 0)
-            atomic_store_explicit(&_hak_thread_key_ok, 1, memory_order_release);
+        _hak_heap_init_key();
         pthread_atfork(fork_prepare, fork_parent, fork_child);
-        _hak_crash_handler_install();
+        _hak_crash_handler_install(known_functions,
+                                   (int)(sizeof known_functions / sizeof known_functions[0]));
         _hak_stats_init();
         atomic_store_explicit(&_hak_init_state, 3, memory_order_release);
     }

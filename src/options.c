@@ -7,7 +7,8 @@
  * allocates (it runs inside the first malloc). */
 #include <stdlib.h>
 #include <unistd.h>
-#include "internal.h"
+#include "diag.h"
+#include "options.h"
 
 enum { ANY = 0, INIT = 1 };
 
@@ -36,6 +37,7 @@ static const option_t options[] = {
 static const char stats_file_desc[] = "file the exit statistics go to (default: stderr)";
 
 static uint32_t set_by_program;     /* options hak_option_set gave a value: env loses */
+static _Atomic bool frozen;         /* hakmem has initialised: INIT options are fixed */
 
 static const option_t *find(const char *name) {
     if (strncmp(name, "HAKMEM_", 7) == 0) name += 7;
@@ -47,15 +49,11 @@ static const option_t *find(const char *name) {
 /* "lo..hi" or the choices, into buf, without printf (it may allocate). */
 static const char *accepts(const option_t *o, char *buf, size_t cap) {
     if (*o->choices) return o->choices;
-    char *p = buf + cap;
-    long nums[2] = { o->lo, o->hi };
-    *--p = 0;
-    for (int k = 1; k >= 0; k--) {
-        long m = nums[k];
-        do { *--p = (char)('0' + m % 10); m /= 10; } while (m);
-        if (k == 1) { *--p = '.'; *--p = '.'; }
-    }
-    return p;
+    size_t n = _hak_fmt_dec(buf, cap - 1, o->lo);
+    if (n + 2 < cap - 1) buf[n++] = '.', buf[n++] = '.';
+    n += _hak_fmt_dec(buf + n, cap - 1 - n, o->hi);
+    buf[n] = 0;
+    return buf;
 }
 
 static void warn_bad(const option_t *o, const char *value) {
@@ -97,6 +95,7 @@ static void copy_str(char *dst, size_t cap, const char *src) {
 }
 
 void _hak_options_init(void) {
+    atomic_store_explicit(&frozen, true, memory_order_release);
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const option_t *o = &options[i];
         char var[64] = "HAKMEM_";
@@ -119,7 +118,7 @@ HAK_EXPORT int hak_option_set(const char *name, const char *value) {
     }
     const option_t *o = find(name);
     if (o == NULL) { errno = EINVAL; return -1; }
-    if (o->when == INIT && atomic_load_explicit(&_hak_init_state, memory_order_acquire) != 0) {
+    if (o->when == INIT && atomic_load_explicit(&frozen, memory_order_acquire)) {
         errno = EBUSY;
         return -1;
     }
@@ -127,8 +126,6 @@ HAK_EXPORT int hak_option_set(const char *name, const char *value) {
     if (!parse(o, value, &x)) { errno = EINVAL; return -1; }
     *o->field = x;
     set_by_program |= 1u << (o - options);
-    if (o->field == &_hak_opt.tcache_max && atomic_load(&_hak_init_state) >= 2)
-        _hak_size_class_init();             /* new depths for heaps made from now on */
     return 0;
 }
 
@@ -149,12 +146,8 @@ static const char *value_text(const option_t *o, long v, char *buf, size_t cap) 
         buf[len] = 0;
         return buf;
     }
-    char *p = buf + cap;
-    long m = v < 0 ? -v : v;
-    *--p = 0;
-    do { *--p = (char)('0' + m % 10); m /= 10; } while (m);
-    if (v < 0) *--p = '-';
-    return p;
+    buf[_hak_fmt_dec(buf, cap - 1, v)] = 0;
+    return buf;
 }
 
 HAK_EXPORT void hak_options_print(FILE *out) {

@@ -1,5 +1,8 @@
 /* os.c — every request to the kernel for memory goes through here.
  *
+ * Every function leaves errno as it found it: a caller learns of a failure from the return
+ * value, and only the malloc API, once it has tried everything (policy.c), reports ENOMEM.
+ *
  * Regions are mapped aligned (superslabs and huge blocks both sit on 2 MiB boundaries so
  * that the registry maps whole chunks). A first try asks for the spot just below the last
  * mapping, which the kernel usually grants aligned; otherwise we over-map and trim.
@@ -8,7 +11,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#include "internal.h"
+#include <fcntl.h>
+#include "os.h"
 
 static _Atomic uintptr_t next_hint;   /* where the next aligned mapping probably fits */
 
@@ -43,7 +47,7 @@ void *_hak_os_map_aligned(size_t size, size_t align) {
         }
         if (p != NULL) munmap(p, size);
     }
-    if (size + align < size || size + align > HAK_CHUNK_LIMIT) { errno = ENOMEM; return NULL; }
+    if (size + align < size || size + align > HAK_CHUNK_LIMIT) return NULL;
     /* Over-map and trim: where the kernel likes, and if that ends above the limit (no kernel
      * known to hakmem goes there without a hint above it; this is the guard), once more at
      * a hint low in the address space; then give up. */
@@ -62,7 +66,7 @@ void *_hak_os_map_aligned(size_t size, size_t align) {
         relaxed_store(&next_hint, (uintptr_t)p);
         return thp_advise(p, size);
     }
-    errno = ENOMEM;
+    errno = saved;
     return NULL;
 }
 
@@ -191,7 +195,7 @@ bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split
     if (split >= oldlen) split = 0;        /* one VMA */
     if (relaxed_load(&moves_off) || (split && !dontunmap_supported())) {
         munmap(dst, newlen);
-        errno = ENOMEM;
+        errno = saved;
         return false;
     }
     uint64_t seq = atomic_fetch_add_explicit(&reserve_seq, 1, memory_order_relaxed) + 1;
@@ -201,7 +205,7 @@ bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split
                         dst) == MAP_FAILED) {
         munmap(dst + split, newlen - split);   /* not a target: still ours */
         give_back_target(dst, split, seq);
-        errno = ENOMEM;
+        errno = saved;
         return false;
     }
     if (mremap(o + split, oldlen - split, newlen - split, MREMAP_MAYMOVE | MREMAP_FIXED,
@@ -211,7 +215,7 @@ bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split
             memcpy(o, dst, split);         /* the old head range is still mapped, ours */
             munmap(dst, split);
         }
-        errno = ENOMEM;
+        errno = saved;
         return false;
     }
     if (split) munmap(o, split);           /* emptied by MREMAP_DONTUNMAP */
@@ -227,6 +231,39 @@ void _hak_os_thp_cover(void *base, size_t used, size_t *done) {
     if (_hak_opt.thp != 0 || len <= *done) return;
     madvise((char *)base + *done, len - *done, MADV_HUGEPAGE);
     *done = len;
+}
+
+/* Metadata (heap structs, registry leaves): anywhere, zeroed, never purged. */
+void *_hak_os_map(size_t size) {
+    int saved = errno;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* The number after `key` in a /proc file (the first field's end when key is NULL), read
+ * without stdio or malloc. */
+static size_t proc_number(const char *path, const char *key) {
+    char buf[4096];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    const char *p = key ? strstr(buf, key) : buf;
+    if (p == NULL) return 0;
+    if (key) p += strlen(key);
+    else while (*p && *p != ' ') p++;      /* statm: skip the first field */
+    while (*p == ' ' || *p == '\t') p++;
+    size_t v = 0;
+    while (*p >= '0' && *p <= '9') v = v * 10 + (size_t)(*p++ - '0');
+    return v;
+}
+
+size_t _hak_os_resident(size_t *peak) {
+    if (peak) *peak = proc_number("/proc/self/status", "VmHWM:") * 1024;
+    return proc_number("/proc/self/statm", NULL) * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 uint64_t _hak_now_ms(void) {

@@ -4,7 +4,7 @@
  * out of the sanitizer and API-only builds (HAKMEM_NO_OVERRIDE). */
 #ifndef HAKMEM_NO_OVERRIDE
 #include <malloc.h>
-#include "internal.h"
+#include "stats.h"
 
 /* The aliases need not repeat the targets' attributes. */
 #pragma GCC diagnostic ignored "-Wmissing-attributes"

@@ -15,14 +15,18 @@
  *   - with every signal blocked, and not with HAKMEM_PURGE_THREAD=off. */
 #include <signal.h>
 #include <time.h>
-#include "internal.h"
+#include "counters.h"
+#include "heap.h"
+#include "huge.h"
+#include "options.h"
+#include "purge_thread.h"
+#include "superslab.h"
 
 #define PURGE_THREAD_MIN_DIRTY ((size_t)4 << 20)
 
 static _Atomic int purger_running;
 static _Atomic int purger_forbidden;    /* a child forked from a multi-threaded parent */
-static _Atomic int child_not_allocated; /* a forked child that has not allocated yet */
-static _Atomic size_t dirty_seen;       /* free-but-resident bytes at the last release */
+_Atomic bool _hak_purge_child_waits;   /* a forked child that has not allocated yet */
 
 static void *purger_main(void *arg) {
     (void)arg;
@@ -32,6 +36,7 @@ static void *purger_main(void *arg) {
         if (ms < 10) ms = 10;
         struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
         nanosleep(&ts, NULL);
+        _hak_heap_reclaim_all();                  /* idle owners' spans come home first */
         size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
         HAK_STAT_ADD(purge_rounds, 1);
         idle_rounds = left ? 0 : idle_rounds + 1;
@@ -40,19 +45,14 @@ static void *purger_main(void *arg) {
     return NULL;
 }
 
-/* Pool and BigCache note how much free memory they hold (under their locks). */
-void _hak_purge_thread_note(size_t dirty) {
-    atomic_store_explicit(&dirty_seen, dirty, memory_order_relaxed);
-}
-
 /* Called where no hakmem lock is held (pthread_create allocates, and that allocation must
  * be able to refill): starts the thread if it is worth it. */
 void _hak_purge_thread_poll(void) {
-    if (atomic_load_explicit(&purger_running, memory_order_relaxed)) return;
-    if (atomic_load_explicit(&dirty_seen, memory_order_relaxed) < PURGE_THREAD_MIN_DIRTY) return;
-    if (!_hak_opt.purge_thread || atomic_load_explicit(&purger_forbidden, memory_order_relaxed)) return;
     if (relaxed_load(&_hak_gstats.threads_total) < 2) return;      /* single-threaded so far */
-    if (atomic_load_explicit(&child_not_allocated, memory_order_relaxed)) return;
+    if (atomic_load_explicit(&purger_running, memory_order_relaxed)) return;
+    if (_hak_pool_dirty() + _hak_huge_cached() < PURGE_THREAD_MIN_DIRTY) return;
+    if (!_hak_opt.purge_thread || atomic_load_explicit(&purger_forbidden, memory_order_relaxed)) return;
+    if (atomic_load_explicit(&_hak_purge_child_waits, memory_order_relaxed)) return;
     int expected = 0;
     if (!atomic_compare_exchange_strong(&purger_running, &expected, 1)) return;
     /* the thread must not take the program's signals: it starts with all of them blocked */
@@ -76,11 +76,6 @@ void _hak_purge_thread_poll(void) {
 void _hak_purge_thread_after_fork_child(bool parent_was_threaded) {
     if (parent_was_threaded || atomic_load(&purger_running)) atomic_store(&purger_forbidden, 1);
     atomic_store(&purger_running, 0);
-    atomic_store(&child_not_allocated, 1);
+    atomic_store(&_hak_purge_child_waits, true);
 }
 
-/* A refill ran: the program allocates (in a forked child, the thread may start now). */
-void _hak_purge_thread_allocated(void) {
-    if (atomic_load_explicit(&child_not_allocated, memory_order_relaxed))
-        atomic_store_explicit(&child_not_allocated, 0, memory_order_relaxed);
-}

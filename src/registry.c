@@ -27,8 +27,9 @@
  * A table for all of 5-level user space (56 bits) would take 32 GiB of address space, and
  * one sized at start-up a second load on every free; neither buys anything while hakmem's
  * own memory stays below 2^48. */
-#include <sys/mman.h>
-#include "internal.h"
+#include "diag.h"
+#include "os.h"
+#include "registry.h"
 
 /* Targets hakmem cannot serve are refused here, when it is built. The page size is a
  * kernel setting on some architectures: an arm64 kernel built for 16 or 64 KiB pages
@@ -56,9 +57,8 @@ static _Atomic(uintptr_t) *leaf_for(uintptr_t chunk, bool create) {
     uintptr_t top = chunk >> LEAF_BITS;
     _Atomic(uintptr_t) *leaf = relaxed_load(&huge_top[top]);
     if (leaf == NULL && create) {
-        void *m = mmap(NULL, LEAF_ENTRIES * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return NULL;
+        void *m = _hak_os_map(LEAF_ENTRIES * sizeof(uintptr_t));
+        if (m == NULL) return NULL;
         leaf = m;
         atomic_store_explicit(&huge_top[top], leaf, memory_order_release);
     }
@@ -78,7 +78,7 @@ static void set_kind(uintptr_t first, uintptr_t last, uint8_t kind) {
 }
 
 bool _hak_registry_add_superslab(void *ss) {
-    if (!covered((uintptr_t)ss, HAK_SS_SIZE)) { errno = ENOMEM; return false; }
+    if (!covered((uintptr_t)ss, HAK_SS_SIZE)) return false;
     uintptr_t c = (uintptr_t)ss >> HAK_SS_SHIFT;
     hak_lock(&reg_lock);
     set_kind(c, c, HAK_CHUNK_SS);
@@ -88,7 +88,7 @@ bool _hak_registry_add_superslab(void *ss) {
 
 /* Chunks [from, from + len) belong to the huge block whose header is hdr. */
 bool _hak_registry_add_huge(void *hdr, void *from, size_t len) {
-    if (!covered((uintptr_t)from, len)) { errno = ENOMEM; return false; }
+    if (!covered((uintptr_t)from, len)) return false;
     uintptr_t first = (uintptr_t)from >> HAK_SS_SHIFT;
     uintptr_t last = ((uintptr_t)from + len - 1) >> HAK_SS_SHIFT;
     hak_lock(&reg_lock);
@@ -98,7 +98,6 @@ bool _hak_registry_add_huge(void *hdr, void *from, size_t len) {
             for (uintptr_t u = first; u < c; u++)
                 relaxed_store(&leaf_for(u, false)[u & (LEAF_ENTRIES - 1)], 0);
             hak_unlock(&reg_lock);
-            errno = ENOMEM;
             return false;
         }
         atomic_store_explicit(&leaf[c & (LEAF_ENTRIES - 1)], (uintptr_t)hdr, memory_order_release);

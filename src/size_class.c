@@ -5,7 +5,7 @@
  * to 1 KiB find their class with one table load; larger ones with a count of leading zeros
  * (size_class.h's hak_class_above_tiny) — no loop, no chain of branches. The per-class
  * span length and cache depth are computed once at initialisation. */
-#include "internal.h"
+#include "size_class.h"
 
 const uint8_t _hak_tiny_class[HAK_TINY_MAX / 16 + 1] = {
     0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 10, 10, 11,
@@ -57,7 +57,8 @@ static uint8_t class_units(uint32_t bsize) {
     return (uint8_t)best;
 }
 
-/* Cache depth: about 64 KiB of tiny blocks, 256 KiB of mid blocks, one or two large ones. */
+/* Cache depth: about 64 KiB of tiny blocks, 256 KiB of mid blocks, one or two large ones
+ * (HAKMEM_TCACHE_MAX caps it when a heap is made). */
 static uint16_t class_cap(uint32_t bsize) {
     size_t cap;
     if (bsize <= HAK_TINY_MAX) cap = (64 * 1024) / bsize;
@@ -65,7 +66,6 @@ static uint16_t class_cap(uint32_t bsize) {
     else cap = bsize <= 256 * 1024 ? 2 : 1;
     if (bsize <= HAK_MID_MAX && cap < 4) cap = 4;
     if (cap > 256) cap = 256;
-    if (_hak_opt.tcache_max > 0 && cap > (size_t)_hak_opt.tcache_max) cap = (size_t)_hak_opt.tcache_max;
     return (uint16_t)cap;
 }
 

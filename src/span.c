@@ -13,37 +13,15 @@
  *
  * So a full span costs its owner nothing until a block comes back, and a thread that
  * only frees its own blocks never pays an atomic read-modify-write. */
-#include "internal.h"
+#include "check.h"
+#include "counters.h"
+#include "diag.h"
+#include "registry.h"
+#include "size_class.h"
+#include "span.h"
+#include "superslab.h"
 
 static bool in_span(const hak_span_t *s, const void *b);
-
-/* ---- the free map (checked mode, debug builds) ---------------------------------------- */
-
-static _Atomic uint64_t *freemap_word(const hak_span_t *s, const void *p, uint64_t *bit) {
-    hak_superslab_t *ss = hak_ss_of(s);
-    size_t i = (size_t)((const char *)p - s->start) / s->bsize;
-    *bit = 1ull << (i % 64);
-    return &ss->freemap[s - ss->spans][i / 64];
-}
-
-bool _hak_freemap_get(const hak_span_t *s, const void *p) {
-    uint64_t bit;
-    return (relaxed_load(freemap_word(s, p, &bit)) & bit) != 0;
-}
-
-bool _hak_freemap_set(hak_span_t *s, const void *p, bool free) {
-    uint64_t bit;
-    _Atomic uint64_t *w = freemap_word(s, p, &bit);
-    uint64_t old = free ? atomic_fetch_or_explicit(w, bit, memory_order_relaxed)
-                        : atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed);
-    return (old & bit) != 0;
-}
-
-void _hak_freemap_reset(hak_span_t *s) {
-    hak_superslab_t *ss = hak_ss_of(s);
-    size_t words = (s->capacity + 63) / 64;
-    for (size_t k = 0; k < words; k++) relaxed_store(&ss->freemap[s - ss->spans][k], 0);
-}
 
 #if HAKMEM_DEBUG > 0
 /* Everything the span's metadata says of itself (owner's lock held, or the span is the
@@ -259,16 +237,13 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
     return 0;
 }
 
-void _hak_span_free_remote(hak_span_t *s, void *p) {
+void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
     bool checked = _hak_opt.check;
     if (unlikely(checked)) {
         if (!_hak_check_free(s, p)) return;
     } else {
         HAK_DEBUG_FREED(p);
     }
-    hak_heap_t *me = _hak_thread_heap;
-    if (me != &_hak_empty_heap) me->st.remote_frees[s->cls]++;
-    else atomic_fetch_add_explicit(&_hak_gstats.remote_frees_noheap[s->cls], 1, memory_order_relaxed);
     /* Release: the block's contents and link are published with it. Acquire: reading FULL
      * here means the owner parked the span (its list links, s->owner) before this. */
     uintptr_t old = relaxed_load(&s->remote), nv;
@@ -284,25 +259,22 @@ void _hak_span_free_remote(hak_span_t *s, void *p) {
         nv = (uintptr_t)p | (st == HAK_RS_FULL ? HAK_RS_NOTIFYING : st);
     } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_acq_rel,
                                                     memory_order_relaxed));
+    if (count != NULL) (*count)++;
+    else HAK_STAT_ADD(remote_frees_noheap[s->cls], 1);
     if ((old & HAK_RS_MASK) != HAK_RS_FULL) return;
     /* We moved the span out of FULL: tell the owner, who waits for us before exiting. */
-    hak_heap_t *h = relaxed_load(&s->owner);
-    hak_span_t *top = relaxed_load(&h->notified);
-    do {
-        s->notify_next = top;
-    } while (!atomic_compare_exchange_weak_explicit(&h->notified, &top, s, memory_order_release,
-                                                    memory_order_relaxed));
+    _hak_span_notify_push(&relaxed_load(&s->owner)->notified, s);
     atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK, memory_order_release);
 }
 
-/* The owner is kept in the span and in each of its units' slots (what free reads). */
-void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h) {
-    hak_superslab_t *ss = hak_ss_of(s);
-    unsigned u = (unsigned)(s - ss->spans);
-    relaxed_store(&s->owner, h);
-    if (_hak_opt.check && h != NULL) h = HAK_CHECK_OWNER;    /* every free takes the slow path */
-    for (unsigned k = u; k < u + s->units; k++)
-        atomic_store_explicit(&ss->unit[k].owner, h, memory_order_release);
+
+/* Release: the drain's acquire exchange sees s->notify_next. */
+void _hak_span_notify_push(_Atomic(hak_span_t *) *stack, hak_span_t *s) {
+    hak_span_t *top = relaxed_load(stack);
+    do {
+        s->notify_next = top;
+    } while (!atomic_compare_exchange_weak_explicit(stack, &top, s, memory_order_release,
+                                                    memory_order_relaxed));
 }
 
 bool _hak_span_try_mark_full(hak_span_t *s) {

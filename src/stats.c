@@ -7,86 +7,26 @@
  * and mapped bytes in atomics next to the locks they already hold. Nothing is summed until
  * someone asks: hak_stats_get walks the live heaps and adds what exited threads left. */
 #include <fcntl.h>
-#include <malloc.h>
 #include <unistd.h>
-#include "internal.h"
-
-hak_gstats_t _hak_gstats;
-
-static struct {                       /* what exited threads counted (heaps lock) */
-    uint64_t nalloc[HAK_NCLASSES], nfree[HAK_NCLASSES];
-    hak_heap_stats_t st;
-} merged;
-
-void _hak_stats_merge_heap(hak_heap_t *h) {
-    for (size_t c = 0; c < HAK_NCLASSES; c++) {
-        merged.nalloc[c] += h->tc[c].nalloc;
-        merged.nfree[c] += h->tc[c].nfree;
-        merged.st.refills[c] += h->st.refills[c];
-        merged.st.flushes[c] += h->st.flushes[c];
-        merged.st.remote_frees[c] += h->st.remote_frees[c];
-        h->tc[c].nalloc = h->tc[c].nfree = 0;
-    }
-    memset(&h->st, 0, sizeof h->st);
-}
-
-void _hak_stats_note_mapped(void) {
-    uint64_t now = relaxed_load(&_hak_gstats.ss_mapped) + relaxed_load(&_hak_gstats.huge_mapped);
-    uint64_t peak = relaxed_load(&_hak_gstats.mapped_peak);
-    while (now > peak && !atomic_compare_exchange_weak(&_hak_gstats.mapped_peak, &peak, now)) {}
-}
-
-/* Reads of other threads' counters are relaxed loads: a snapshot, exact once they stop. */
-static void add_heap(hak_heap_t *h, void *arg) {
-    hak_stats_t *out = arg;
-    for (size_t c = 0; c < HAK_NCLASSES; c++) {
-        out->cls[c].allocs += __atomic_load_n(&h->tc[c].nalloc, __ATOMIC_RELAXED);
-        out->cls[c].frees += __atomic_load_n(&h->tc[c].nfree, __ATOMIC_RELAXED);
-        out->cls[c].refills += __atomic_load_n(&h->st.refills[c], __ATOMIC_RELAXED);
-        out->cls[c].flushes += __atomic_load_n(&h->st.flushes[c], __ATOMIC_RELAXED);
-        uint64_t r = __atomic_load_n(&h->st.remote_frees[c], __ATOMIC_RELAXED);
-        out->cls[c].remote_frees += r;
-        out->cls[c].frees += r;
-    }
-    out->threads_live += !h->shared;
-}
-
-static size_t read_number_after(const char *path, const char *key) {
-    char buf[4096];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    const char *p = key ? strstr(buf, key) : buf;
-    if (p == NULL) return 0;
-    if (key) p += strlen(key);
-    else while (*p && *p != ' ') p++;      /* statm: skip the first field */
-    while (*p == ' ' || *p == '\t') p++;
-    size_t v = 0;
-    while (*p >= '0' && *p <= '9') v = v * 10 + (size_t)(*p++ - '0');
-    return v;
-}
+#include "counters.h"
+#include "heap.h"
+#include "options.h"
+#include "os.h"
+#include "size_class.h"
+#include "stats.h"
 
 HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
     memset(out, 0, sizeof *out);
-    _hak_heap_foreach(add_heap, out);
-    _hak_heap_lock_all();                  /* `merged` is written under the heaps lock */
+    _hak_heap_stats_add(out);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         hak_class_stats_t *k = &out->cls[c];
         k->block_size = _hak_class_size[c];
-        k->allocs += merged.nalloc[c];
-        k->frees += merged.nfree[c] + merged.st.remote_frees[c];
-        k->refills += merged.st.refills[c];
-        k->flushes += merged.st.flushes[c];
         uint64_t noheap = relaxed_load(&_hak_gstats.remote_frees_noheap[c]);
-        k->remote_frees += merged.st.remote_frees[c] + noheap;
+        k->remote_frees += noheap;
         k->frees += noheap;
         int64_t spans = relaxed_load(&_hak_gstats.spans_live[c]);
         k->spans_live = spans > 0 ? (unsigned long long)spans : 0;
     }
-    _hak_heap_unlock_all();
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         uint32_t bs = _hak_class_size[c];
         unsigned long long *a = bs <= HAK_TINY_MAX ? &out->tiny_allocs : bs <= HAK_MID_MAX ? &out->mid_allocs : &out->large_allocs;
@@ -108,8 +48,7 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
     uint64_t clean = relaxed_load(&_hak_gstats.clean_bytes) + relaxed_load(&_hak_gstats.huge_purged);
     out->committed = out->mapped > clean ? out->mapped - clean : 0;
     out->purged = relaxed_load(&_hak_gstats.purged_total);
-    out->resident = read_number_after("/proc/self/statm", NULL) * (size_t)sysconf(_SC_PAGESIZE);
-    out->resident_peak = read_number_after("/proc/self/status", "VmHWM:") * 1024;
+    out->resident = _hak_os_resident(&out->resident_peak);
     out->threads_total = relaxed_load(&_hak_gstats.threads_total);
     out->purge_starts = relaxed_load(&_hak_gstats.purge_starts);
     out->purge_rounds = relaxed_load(&_hak_gstats.purge_rounds);
@@ -149,13 +88,15 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
  * programs (GNU coreutils among them) close stderr in their own exit handler, so the
  * report goes to a copy of fd 2 taken at start-up. */
 static int stats_fd = -1;
+static _Atomic bool started;          /* hakmem initialised: there is something to report */
 
 void _hak_stats_init(void) {
     if (_hak_opt.stats && !_hak_opt.stats_file[0]) stats_fd = fcntl(2, F_DUPFD_CLOEXEC, 10);
+    atomic_store(&started, true);
 }
 
 __attribute__((destructor)) static void stats_at_exit(void) {
-    if (!_hak_opt.stats || atomic_load(&_hak_init_state) < 2) return;
+    if (!_hak_opt.stats || !atomic_load(&started)) return;
     FILE *f = NULL;
     if (_hak_opt.stats_file[0]) f = fopen(_hak_opt.stats_file, "a");
     else if (stats_fd >= 0) f = fdopen(stats_fd, "w");

@@ -8,7 +8,13 @@
  * stayed empty for the purge delay: unmapping at once made a program that frees and
  * allocates in waves pay mmap, munmap and a page fault per page every wave. All of this
  * runs under one lock, taken once per span (64 KiB or more), never per block. */
-#include "internal.h"
+#include "counters.h"
+#include "diag.h"
+#include "list.h"
+#include "os.h"
+#include "registry.h"
+#include "size_class.h"
+#include "superslab.h"
 
 enum { SSL_NONE = 0, SSL_PARTIAL, SSL_EMPTY, SSL_FULL };
 
@@ -17,21 +23,35 @@ static hak_superslab_t *ss_partial;      /* some units free */
 static hak_superslab_t *ss_empty;        /* every unit free */
 static size_t n_empty;
 static size_t dirty_bytes;               /* free but resident */
+static _Atomic size_t dirty_seen;        /* dirty_bytes as of the last unlock, for readers
+                                            without the lock (the purge thread's poll) */
 static uint64_t next_purge_at;
 
 static void ss_push(hak_superslab_t **head, hak_superslab_t *ss, uint8_t list) {
-    ss->prev = NULL;
-    ss->next = *head;
-    if (*head) (*head)->prev = ss;
-    *head = ss;
+    HAK_LIST_PUSH(head, ss);
     ss->list = list;
 }
 
 static void ss_remove(hak_superslab_t **head, hak_superslab_t *ss) {
-    if (ss->prev) ss->prev->next = ss->next; else *head = ss->next;
-    if (ss->next) ss->next->prev = ss->prev;
-    ss->next = ss->prev = NULL;
+    HAK_LIST_REMOVE(head, ss);
     ss->list = SSL_NONE;
+}
+
+static void pool_unlock(void) {
+    relaxed_store(&dirty_seen, dirty_bytes);
+    hak_unlock(&pool_lock);
+}
+
+size_t _hak_pool_dirty(void) { return relaxed_load(&dirty_seen); }
+
+/* The owner is kept in the span and in each of its units' slots (what free reads). */
+void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h) {
+    hak_superslab_t *ss = hak_ss_of(s);
+    unsigned u = (unsigned)(s - ss->spans);
+    relaxed_store(&s->owner, h);
+    if (_hak_opt.check && h != NULL) h = HAK_CHECK_OWNER;    /* every free takes the slow path */
+    for (unsigned k = u; k < u + s->units; k++)
+        atomic_store_explicit(&ss->unit[k].owner, h, memory_order_release);
 }
 
 static hak_superslab_t *ss_map(void) {
@@ -42,10 +62,16 @@ static hak_superslab_t *ss_map(void) {
     if (live > relaxed_load(&_hak_gstats.superslabs_peak)) relaxed_store(&_hak_gstats.superslabs_peak, live);
     HAK_STAT_ADD(ss_mapped, HAK_SS_SIZE);
     HAK_STAT_ADD(clean_bytes, (HAK_UNITS - 1) * HAK_UNIT_SIZE);
-    _hak_stats_note_mapped();
+    _hak_counters_note_mapped();
     ss->magic = HAK_SS_MAGIC;
     ss->free_mask = HAK_UNITS_ALL;
-    _hak_registry_add_superslab(ss);
+    if (!_hak_registry_add_superslab(ss)) {         /* beyond what the registry covers */
+        HAK_STAT_SUB(superslabs_live, 1);
+        HAK_STAT_SUB(ss_mapped, HAK_SS_SIZE);
+        HAK_STAT_SUB(clean_bytes, (HAK_UNITS - 1) * HAK_UNIT_SIZE);
+        _hak_os_unmap(ss, HAK_SS_SIZE);
+        return NULL;
+    }
     return ss;
 }
 
@@ -114,13 +140,13 @@ static void purge_oldest(size_t target) {
     }
 }
 
-static void unmap_idle_empty(uint64_t now, bool all) {
-    size_t keep = all ? 0 : (size_t)_hak_opt.superslab_retain;
-    uint64_t delay = (uint64_t)_hak_opt.purge_delay_ms;
+/* Empty superslabs, most recently emptied first: beyond the first `keep`, those empty for
+ * at least `age` ms are unmapped. */
+static void unmap_empty(size_t keep, uint64_t now, uint64_t age) {
     hak_superslab_t *ss = ss_empty;
-    for (size_t i = 0; ss != NULL; i++) {              /* most recently emptied first */
+    for (size_t i = 0; ss != NULL; i++) {
         hak_superslab_t *next = ss->next;
-        if (i >= keep && (all || now - ss->empty_since >= delay)) {
+        if (i >= keep && now - ss->empty_since >= age) {
             ss_remove(&ss_empty, ss);
             n_empty--;
             ss_unmap(ss);
@@ -129,18 +155,10 @@ static void unmap_idle_empty(uint64_t now, bool all) {
     }
 }
 
-/* Empty superslabs beyond the retained count, whatever their age. */
-static void unmap_beyond_retain(void) {
-    hak_superslab_t *ss = ss_empty;
-    for (size_t i = 0; ss != NULL; i++) {
-        hak_superslab_t *next = ss->next;
-        if (i >= (size_t)_hak_opt.superslab_retain) {
-            ss_remove(&ss_empty, ss);
-            n_empty--;
-            ss_unmap(ss);
-        }
-        ss = next;
-    }
+/* Beyond the retained ones, those idle for the purge delay (all: every one). */
+static void unmap_idle_empty(uint64_t now, bool all) {
+    unmap_empty(all ? 0 : (size_t)_hak_opt.superslab_retain, now,
+                all ? 0 : (uint64_t)_hak_opt.purge_delay_ms);
 }
 
 static void maybe_purge(void) {
@@ -154,10 +172,8 @@ static void maybe_purge(void) {
     next_purge_at = now + (uint64_t)_hak_opt.purge_delay_ms / 4 + 1;
 }
 
-hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner) {
+hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     unsigned n = _hak_class_units[cls];
-    bool reclaimed = false;
-retry:
     hak_lock(&pool_lock);
     hak_superslab_t *ss;
     int u = -1;
@@ -172,12 +188,9 @@ retry:
         }
         if (ss != NULL) break;
     }
-    if (ss == NULL && !reclaimed) {
-        /* Before mapping more: blocks freed into idle threads' spans may free whole spans. */
-        hak_unlock(&pool_lock);
-        _hak_heap_reclaim_all();
-        reclaimed = true;
-        goto retry;
+    if (ss == NULL && !map_new) {
+        pool_unlock();
+        return NULL;
     }
     if (ss != NULL && ss->list == SSL_EMPTY) {
         ss_remove(&ss_empty, ss);
@@ -185,7 +198,7 @@ retry:
         ss_push(&ss_partial, ss, SSL_PARTIAL);
     } else if (ss == NULL) {
         if ((ss = ss_map()) == NULL) {
-            hak_unlock(&pool_lock);
+            pool_unlock();
             return NULL;
         }
         ss_push(&ss_partial, ss, SSL_PARTIAL);
@@ -214,7 +227,7 @@ retry:
         d->div_magic = UINT64_MAX / bsize + 1;
     }
     maybe_purge();
-    hak_unlock(&pool_lock);
+    pool_unlock();
 
     hak_span_t *s = &ss->spans[u];
     uint32_t bs = _hak_class_size[cls];
@@ -231,7 +244,6 @@ retry:
     s->next = s->prev = s->notify_next = NULL;
     s->list = SPAN_LOOSE;
     atomic_store_explicit(&s->remote, 0, memory_order_relaxed);
-    if (HAK_TRACK_FREE) _hak_freemap_reset(s);
     _hak_span_set_owner(s, owner);
     return s;
 }
@@ -257,19 +269,17 @@ void _hak_pool_release(hak_span_t *s) {
         n_empty++;
     }
     maybe_purge();
-    _hak_purge_thread_note(dirty_bytes);
-    hak_unlock(&pool_lock);
+    pool_unlock();
 }
 
 /* The purge thread's round: what is past the purge delay, and idle empty superslabs. */
 size_t _hak_pool_purge_tick(void) {
-    _hak_heap_reclaim_all();
     hak_lock(&pool_lock);
     uint64_t now = _hak_now_ms();
     purge_locked(now, false);
     unmap_idle_empty(now, false);
     size_t left = dirty_bytes;
-    hak_unlock(&pool_lock);
+    pool_unlock();
     return left;
 }
 
@@ -280,10 +290,10 @@ size_t _hak_pool_purge(bool all, bool unmap_all) {
     uint64_t now = _hak_now_ms();
     size_t bytes = purge_locked(now, all);
     size_t before = n_empty;
-    unmap_idle_empty(now, unmap_all);
-    if (all && !unmap_all) unmap_beyond_retain();
+    if (all && !unmap_all) unmap_empty((size_t)_hak_opt.superslab_retain, now, 0);
+    else unmap_idle_empty(now, unmap_all);
     bytes += (before - n_empty) * HAK_SS_SIZE;
-    hak_unlock(&pool_lock);
+    pool_unlock();
     return bytes;
 }
 

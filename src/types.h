@@ -33,6 +33,11 @@
 #define HAK_UNITS       32                                   /* units per superslab */
 #define HAK_UNITS_ALL   0xFFFFFFFEu                          /* units 1..31 usable */
 #define HAK_PAGE        4096
+/* The address space the chunk registry describes: hakmem maps nothing at or above
+ * HAK_CHUNK_LIMIT, and a pointer there is foreign (registry.c, "Address width"). */
+#define HAK_VA_BITS     48
+#define HAK_CHUNK_BITS  (HAK_VA_BITS - HAK_SS_SHIFT)
+#define HAK_CHUNK_LIMIT ((uintptr_t)1 << HAK_VA_BITS)
 #define HAK_FREEMAP_WORDS (HAK_UNIT_SIZE / 16 / 64)         /* bits for the most blocks a span holds */
 
 #define HAK_TINY_MAX    1024
@@ -49,6 +54,10 @@
 #define HAK_RS_FULL      1u   /* owner parked the span as full: the next free tells it */
 #define HAK_RS_NOTIFYING 2u   /* a freer is handing the span to the owner's notify list */
 #define HAK_RS_MASK      3u
+
+/* What a unit's owner slot holds in checked mode: no heap matches it, so every free takes
+ * the slow path. */
+#define HAK_CHECK_OWNER ((hak_heap_t *)(uintptr_t)16)
 
 /* Where a span is, from its owner's point of view (owner-private). */
 enum { SPAN_POOL = 0, SPAN_CUR, SPAN_PARTIAL, SPAN_FULL, SPAN_ABANDONED, SPAN_LOOSE };
@@ -113,6 +122,8 @@ struct hak_superslab_s {
      * touches it, so in a release run its pages are never faulted in. */
     _Atomic uint64_t freemap[HAK_UNITS][HAK_FREEMAP_WORDS] __attribute__((aligned(64)));
 };
+
+enum { HUGE_LIVE = 1, HUGE_CACHED = 2 };   /* hak_huge_t.state */
 
 struct hak_huge_s {
     uint64_t magic;

@@ -8,17 +8,24 @@
  * then skipped the memset of a block taken from a span's free list, and returned its old
  * contents (issue 8). This program builds exactly that moment:
  *
- *   1. a second thread allocates and ends (hakmem starts its purge thread only in a
- *      program that has threads of its own); purge thread off (hak_option_set); 8 MiB of
- *      mid blocks freed, so the pool holds more than the 4 MiB that makes the purge thread
- *      worth starting;
- *   2. 48-byte blocks filled with 0xab, all freed but one, then malloc_trim(0): the thread
- *      cache is empty and the span's free list holds dirty blocks; every other class's
- *      cache is empty too, so the nested allocation refills from a fresh, zero span;
- *   3. purge thread on; calloc(1, 48) refills from the dirty free list, then starts the
- *      purge thread — the first thread with its stack size, so glibc allocates for it.
+ *   1. a second thread allocates 600 blocks of 720 bytes, fills them with 0xab, frees all
+ *      but one and ends: its span, abandoned, holds a free list of dirty blocks (and the
+ *      program has had a thread of its own, which hakmem's purge thread waits for);
+ *   2. main calls malloc_trim(0): its caches are empty, its spans whose blocks are all home
+ *      go back and every free unit is purged (reads as zero), so an allocation of a class
+ *      with no live block in main comes from a zero span;
+ *   3. with the purge thread off (hak_option_set), a 6 MiB block is allocated and freed:
+ *      the BigCache keeps it, unpurged (the purge delay is a minute), so more than the
+ *      4 MiB that makes the purge thread worth starting is free and resident; the thread
+ *      is allowed again;
+ *   4. calloc(1, 720) adopts the abandoned span and takes a dirty block from its free list,
+ *      then starts the purge thread — the first thread with its stack size, so glibc
+ *      allocates its DTV, from a fresh zero span of another class.
  *
- * With --hakmem the program also checks that the purge thread did start (hak_stats_get).
+ * Against hakmem before the fix, the calloc returned the block's old bytes. hakmem now keeps
+ * the zero proof in the refill's own frame and, besides, starts its purge thread only where
+ * memory is freed, never inside an allocation: with --hakmem the program checks that the
+ * thread did not start here (hak_stats_get), and the calloc'd block is zero either way.
  * Under the system allocator the same steps run and the same checks apply; only the
  * nesting is hakmem's. Usage: calloc_nested [--hakmem] */
 #include <malloc.h>
@@ -32,8 +39,17 @@
 int hak_option_set(const char *name, const char *value) __attribute__((weak));
 void hak_stats_get(hak_stats_t *out) __attribute__((weak));
 
-static void *other_thread(void *arg) {
-    free(malloc(100));
+enum { NSMALL = 600, SMALL = 720 };   /* a class main itself never uses */
+static void *keep;                             /* the block step 1 leaves live */
+
+static void *dirty_span(void *arg) {
+    static void *small[NSMALL];
+    for (int i = 0; i < NSMALL; i++) {
+        REQUIRE((small[i] = malloc(SMALL)) != NULL);
+        memset(small[i], 0xab, SMALL);
+    }
+    for (int i = 1; i < NSMALL; i++) free(small[i]);
+    keep = small[0];
     return arg;
 }
 
@@ -44,50 +60,39 @@ static void set_option(const char *name, const char *value) {
 int main(int argc, char **argv) {
     int expect_hakmem = argc > 1 && strcmp(argv[1], "--hakmem") == 0;
     if (expect_hakmem) REQUIRE(check_hakmem_present() && hak_option_set != NULL && hak_stats_get != NULL);
-    /* Its stack is larger than glibc's stack cache, so the stack and the thread's DTV are
-     * freed at the join: no block of the DTV's class stays live in this thread's heap. */
+    set_option("PURGE_DELAY_MS", "60000");     /* nothing is purged behind the test's back */
+    set_option("PURGE_THREAD", "off");         /* not started by the frees below */
+    /* The thread's stack is larger than glibc's stack cache, so its DTV (allocated here in
+     * main) is freed at the join, and the trim leaves main no span of the DTV's class. */
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 64u << 20);
-    REQUIRE(pthread_create(&t, &attr, other_thread, NULL) == 0);
+    REQUIRE(pthread_create(&t, &attr, dirty_span, NULL) == 0);
     pthread_join(t, NULL);
     pthread_attr_destroy(&attr);
-    set_option("PURGE_THREAD", "off");
-    set_option("PURGE_DELAY_MS", "60000");     /* nothing is purged before the calloc */
-
-    enum { NBIG = 512, NSMALL = 600, SMALL = 48 };
-    static void *big[NBIG], *small[NSMALL];
-    for (int i = 0; i < NBIG; i++) {
-        REQUIRE((big[i] = malloc(16384)) != NULL);
-        memset(big[i], 1, 16384);
-    }
-    for (int i = 0; i < NBIG; i++) free(big[i]);
-    for (int i = 0; i < NSMALL; i++) {
-        REQUIRE((small[i] = malloc(SMALL)) != NULL);
-        memset(small[i], 0xab, SMALL);
-    }
-    for (int i = 1; i < NSMALL; i++) free(small[i]);
     malloc_trim(0);
+    void *big = malloc(6u << 20);
+    REQUIRE(big != NULL);
+    memset(big, 1, 6u << 20);
+    free(big);
 
     set_option("PURGE_THREAD", "on");
-    for (int round = 0; round < 8; round++) {
-        unsigned char *p = calloc(1, SMALL);
-        REQUIRE(p != NULL);
-        int first_bad = -1;
-        for (int k = 0; k < SMALL && first_bad < 0; k++)
-            if (p[k] != 0) first_bad = k;
-        CHECK(first_bad < 0, "round %d: calloc(1, %d) = %p: byte %d is %#x", round, SMALL,
-              (void *)p, first_bad, first_bad >= 0 ? p[first_bad] : 0);
-        memset(p, 0xcd, SMALL);
-        free(p);
-        malloc_trim(0);
-    }
-    free(small[0]);
+    unsigned char *p = calloc(1, SMALL);
+    REQUIRE(p != NULL);
+    int first_bad = -1;
+    for (int k = 0; k < SMALL && first_bad < 0; k++)
+        if (p[k] != 0) first_bad = k;
+    CHECK(first_bad < 0, "calloc(1, %d) = %p: byte %d is %#x", SMALL, (void *)p, first_bad,
+          first_bad >= 0 ? p[first_bad] : 0);
     if (expect_hakmem) {
+        /* Everything was ready for the purge thread to start; hakmem starts it only where
+         * memory is freed, never inside an allocation, so nothing could nest in this one. */
         hak_stats_t st;
         hak_stats_get(&st);
-        CHECK(st.purge_starts >= 1, "the purge thread never started: the test tested nothing");
+        CHECK(st.purge_starts == 0, "the purge thread started inside calloc");
     }
+    free(p);
+    free(keep);
     CHECK_DONE("calloc_nested");
 }

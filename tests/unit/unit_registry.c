@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include "internal.h"
+#include "internals.h"
 #include "../helpers/check.h"
 
 #define MiB ((size_t)1 << 20)
@@ -27,10 +27,10 @@
 static int fake_next;          /* how many of the next mmap calls get a fake answer */
 static uintptr_t fake_at;      /* the fake answer */
 static int fakes_made, fakes_returned, mremap_calls;
-static struct { uintptr_t at; size_t len; bool returned; } fakes[8];
+static struct { uintptr_t at; size_t len; bool returned; } fakes[32];
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-    if (fake_next > 0 && !(flags & MAP_FIXED) && fakes_made < 8) {
+    if (fake_next > 0 && !(flags & MAP_FIXED) && fakes_made < 32) {
         fake_next--;
         fakes[fakes_made].at = fake_at;
         fakes[fakes_made].len = len;
@@ -104,7 +104,7 @@ static void mappings(void) {
     fake(100, (uintptr_t)1 << 52);
     errno = 0;
     p = _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
-    CHECK(p == NULL && errno == ENOMEM);
+    CHECK(p == NULL && errno == 0);                  /* the OS layer leaves errno alone */
     CHECK(fakes_made >= 2 && fakes_returned == fakes_made);
 
     /* Through the API: a huge block and a fresh superslab fail with ENOMEM, nothing is
@@ -157,7 +157,7 @@ static void writers(void) {
 
     /* superslabs */
     errno = 0;
-    CHECK(!_hak_registry_add_superslab((void *)LIMIT) && errno == ENOMEM);
+    CHECK(!_hak_registry_add_superslab((void *)LIMIT) && errno == 0);
     CHECK(!_hak_registry_add_superslab((void *)(LIMIT + HAK_SS_SIZE)));
     CHECK(!_hak_registry_add_superslab((void *)wrap));
     CHECK(!_hak_registry_add_superslab((void *)((uintptr_t)1 << 56)));
@@ -173,7 +173,7 @@ static void writers(void) {
 
     /* huge ranges: across the limit, above it, wrapping around, empty, absurd */
     errno = 0;
-    CHECK(!_hak_registry_add_huge(hdr, (void *)top, 2 * HAK_SS_SIZE) && errno == ENOMEM);
+    CHECK(!_hak_registry_add_huge(hdr, (void *)top, 2 * HAK_SS_SIZE) && errno == 0);
     CHECK(hak_chunk_kind(top) == 0 && _hak_registry_huge_header(top) == NULL);
     CHECK(!_hak_registry_add_huge(hdr, (void *)LIMIT, HAK_SS_SIZE));
     CHECK(!_hak_registry_add_huge(hdr, (void *)wrap, 2 * HAK_SS_SIZE));

@@ -1,6 +1,6 @@
 /* Size classes: lookup by table and by arithmetic agree with a linear search; waste stays
  * within a fifth; span geometry and aligned-class tables hold their promises. */
-#include "internal.h"
+#include "internals.h"
 #include "../helpers/check.h"
 
 static size_t linear_class(size_t n) {

@@ -3,7 +3,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
-#include "internal.h"
+#include "internals.h"
 #include "../helpers/check.h"
 
 enum { N = 50000, SZ = 48 };

@@ -3,7 +3,7 @@
  * BigCache, and malloc_trim returning memory. */
 #include <stdint.h>
 #include <string.h>
-#include "internal.h"
+#include "internals.h"
 #include "../helpers/check.h"
 
 static size_t rss_kb(void) {

@@ -1,0 +1,42 @@
+/* heap.h — thread heaps: the tcaches the fast paths use, refill, flush, adoption, reclaim
+ * for idle owners, thread exit, fork (heap.c). */
+#ifndef HAKMEM_HEAP_H
+#define HAKMEM_HEAP_H
+#include "internal.h"
+#include "span.h"
+
+extern hak_heap_t _hak_empty_heap;
+extern HAK_TLS hak_heap_t *_hak_thread_heap;
+
+static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - tc->room; }
+
+/* The one tcache pop: the head block, which the caller knows is there. */
+FAST_PATH void *hak_tc_take(hak_tcache_t *tc) {
+    void *b = tc->head;
+    tc->head = *(void **)b;
+    tc->room++;
+    tc->nalloc++;
+    HAK_DEBUG_HANDOUT(b);
+    return b;
+}
+
+/* The slow path of malloc (clear = false) and calloc (clear = true) for class cls: sets up
+ * the thread's heap on its first call. NULL: no memory (errno untouched). */
+void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n, bool clear);
+void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
+void _hak_heap_flush_all(hak_heap_t *h);
+void _hak_heap_release_idle(hak_heap_t *h);
+void _hak_heap_reclaim_all(void);
+bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p);
+void _hak_heap_sweep_abandoned(void);
+bool _hak_heap_adopt_on_free(hak_span_t *s, void *p);
+void _hak_heap_init_key(void);             /* the thread-exit key (process start-up) */
+void _hak_heap_lock_all(void);
+void _hak_heap_unlock_all(void);
+void _hak_heap_fork_prepare(void);
+void _hak_heap_fork_parent(void);
+bool _hak_heap_after_fork_child(void);     /* true: the parent had other threads */
+/* Statistics: every live thread's counters and what exited threads left, added to out. */
+void _hak_heap_stats_add(hak_stats_t *out);
+
+#endif

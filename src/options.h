@@ -1,0 +1,17 @@
+/* options.h — the option values every module reads (options.c, options.def). Beside the
+ * layers: any file may use it. */
+#ifndef HAKMEM_OPTIONS_H
+#define HAKMEM_OPTIONS_H
+#include "internal.h"
+
+typedef struct hak_options_s {
+#define HAK_OPTION(NAME, field, choices, def, lo, hi, when, desc) long field;
+#include "options.def"
+#undef HAK_OPTION
+    char stats_file[256];     /* HAKMEM_STATS_FILE: "" for stderr */
+} hak_options_t;
+extern hak_options_t _hak_opt;
+void _hak_options_init(void);       /* reads HAKMEM_*; INIT options are fixed from then on */
+void _hak_options_verbose(void);
+
+#endif

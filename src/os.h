@@ -1,0 +1,20 @@
+/* os.h — the only door to the kernel for memory (os.c): mapping, unmapping, purging,
+ * moving page tables, huge-page advice, and what the kernel says about resident memory.
+ * Porting hakmem to another kernel means rewriting os.c alone. Every function leaves errno
+ * as it found it, success or failure. */
+#ifndef HAKMEM_OS_H
+#define HAKMEM_OS_H
+#include "internal.h"
+#include "options.h"
+
+void *_hak_os_map_aligned(size_t size, size_t align);   /* NULL on failure */
+void *_hak_os_map(size_t size);                          /* metadata: any address */
+void _hak_os_unmap(void *p, size_t size);
+bool _hak_os_purge(void *p, size_t size);    /* per the purge option; true: reads as zero */
+bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out);
+bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split);
+void _hak_os_thp_cover(void *base, size_t used, size_t *done);
+size_t _hak_os_resident(size_t *peak);       /* the process's resident bytes, and the peak */
+uint64_t _hak_now_ms(void);
+
+#endif

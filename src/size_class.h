@@ -1,0 +1,24 @@
+/* size_class.h — size classes, span geometry and the aligned-class table (size_class.c). */
+#ifndef HAKMEM_SIZE_CLASS_H
+#define HAKMEM_SIZE_CLASS_H
+#include "internal.h"
+
+extern const uint8_t  _hak_tiny_class[HAK_TINY_MAX / 16 + 1];  /* (n + 15) >> 4 -> class */
+extern const uint16_t _hak_tiny_tcoff[HAK_TINY_MAX + 1];      /* n -> offset of its tcache */
+extern const uint32_t _hak_class_size[HAK_NCLASSES];
+extern uint8_t  _hak_class_units[HAK_NCLASSES];    /* span length in units */
+extern uint16_t _hak_class_cap[HAK_NCLASSES];      /* built-in tcache capacity */
+extern uint8_t  _hak_aligned_class[17][HAK_NCLASSES]; /* [log2 align][class] -> class, 0xff */
+void _hak_size_class_init(void);
+
+/* Class of a request of 1 KiB < n ≤ 1 MiB: four classes per doubling, no loop. */
+FAST_PATH size_t hak_class_above_tiny(size_t n) {
+    size_t m = n - 1;
+    unsigned b = 63u - (unsigned)__builtin_clzl(m);          /* 10 .. 19 */
+    return 8 + (b - 7) * 4 + ((m >> (b - 2)) & 3);
+}
+FAST_PATH size_t hak_size_class(size_t n) {                  /* n ≤ HAK_LARGE_MAX */
+    return n <= HAK_TINY_MAX ? _hak_tiny_class[(n + 15) >> 4] : hak_class_above_tiny(n);
+}
+
+#endif

@@ -1,0 +1,31 @@
+/* span.h — the blocks of one span: carving, the owner's free list, remote frees and the
+ * full/notify protocol (span.c). */
+#ifndef HAKMEM_SPAN_H
+#define HAKMEM_SPAN_H
+#include "internal.h"
+
+uint32_t _hak_span_collect_remote(hak_span_t *s);
+uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero);
+/* A free from a thread that does not own s. `count`: the freeing thread's counter of remote
+ * frees of the class (NULL: the thread has no heap; a global counter is used). */
+void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count);
+bool _hak_span_try_mark_full(hak_span_t *s);
+bool _hak_span_try_unmark_full(hak_span_t *s);
+/* Pushes s onto a heap's stack of notified spans (lock-free; the owner drains it). */
+void _hak_span_notify_push(_Atomic(hak_span_t *) *stack, hak_span_t *s);
+
+#if HAKMEM_DEBUG > 0
+/* A block leaves hakmem (it must have been free) or comes back (it must have been live). */
+void _hak_debug_handout(const void *p);
+void _hak_debug_freed(const void *p);
+void _hak_span_validate(const hak_span_t *s);
+#define HAK_DEBUG_HANDOUT(p) _hak_debug_handout(p)
+#define HAK_DEBUG_FREED(p)   _hak_debug_freed(p)
+#define HAK_VALIDATE_SPAN(s) _hak_span_validate(s)
+#else
+#define HAK_DEBUG_HANDOUT(p) ((void)0)
+#define HAK_DEBUG_FREED(p)   ((void)0)
+#define HAK_VALIDATE_SPAN(s) ((void)0)
+#endif
+
+#endif

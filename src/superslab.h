@@ -1,0 +1,39 @@
+/* superslab.h — 2 MiB superslabs, their unit slots, and the one pool of spans that every
+ * size class shares (superslab.c). */
+#ifndef HAKMEM_SUPERSLAB_H
+#define HAKMEM_SUPERSLAB_H
+#include "internal.h"
+#include "options.h"
+
+FAST_PATH hak_superslab_t *hak_ss_of(const void *p) {
+    return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
+}
+FAST_PATH hak_unit_t *hak_unit_of(hak_superslab_t *ss, const void *p) {
+    return &ss->unit[((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1)];
+}
+FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
+    return &ss->spans[hak_unit_of(ss, p)->span];
+}
+/* Is p the start of a block of this unit's span? One multiplication tells whether the
+ * offset is a multiple of the block size (Lemire's divisibility test); a unit with no span
+ * has div_magic 0 and fails it. */
+FAST_PATH bool hak_block_start(const hak_unit_t *u, const void *p) {
+    uint32_t off = ((uint32_t)(uintptr_t)p & (uint32_t)(HAK_UNIT_SIZE - 1)) + u->span_off;
+    return (uint64_t)off * u->div_magic < u->div_magic && off < u->end_off;
+}
+
+/* The span's owner, in the span and in each of its units' slots (what free reads; in
+ * checked mode the slots get HAK_CHECK_OWNER, so that every free takes the slow path). */
+void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h);
+/* A span of class cls for owner from free units; with map_new, from a new superslab when
+ * there are none. NULL: none (errno untouched). */
+hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new);
+void _hak_pool_release(hak_span_t *s);
+size_t _hak_pool_purge(bool all, bool unmap_all);   /* bytes returned to the OS */
+size_t _hak_pool_purge_tick(void);          /* purge what is due; bytes still dirty */
+size_t _hak_pool_dirty(void);               /* free but resident bytes (a relaxed read) */
+void _hak_pool_lock(void);
+void _hak_pool_unlock(void);
+void _hak_pool_reset_lock(void);
+
+#endif
