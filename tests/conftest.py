@@ -34,6 +34,7 @@ TEST_BUILD = os.path.join(BUILD, "tests")
 LIB_SO = os.path.join(BUILD, "libhakmem.so")
 LIB_A = os.path.join(BUILD, "libhakmem.a")
 LIB_API_A = os.path.join(BUILD, "libhakmem_api.a")
+LIB_DEBUG_SO = os.path.join(BUILD, "debug", "libhakmem.so")       # make debug: assertions on
 TOOL = os.path.join(BUILD, "hakmem")                                # mk/install.mk
 BADALLOC_SO = os.path.join(TEST_BUILD, "badalloc.so")               # tests/helpers/badalloc.c
 STRESS_LONG = os.path.join(BUILD, "stress", "stress_long")          # fuzz/fuzz.mk
@@ -45,6 +46,8 @@ SYSTEM_MODE = os.environ.get("HAKMEM_TEST_SYSTEM", "") == "1"
 VARIANTS = ["preload", "static"]
 # ... and, for some programs, also fully static (-static, glibc's libc.a + libhakmem.a).
 VARIANTS_FULL = VARIANTS + ["fullstatic"]
+# The debug build (make debug: every internal assertion compiled in), preloaded: an assertion
+# that fires aborts the program and fails the test.
 
 _made = None          # None: not tried; "": built; otherwise why the build failed
 _targets_made = {}    # make target -> "" (built) or why it failed
@@ -168,7 +171,7 @@ def tail(text, n=6000):
 
 def run_program(name, args=(), variant="preload", timeout=120, env=None, expect_rc=0):
     """Runs $(BUILD)/tests/NAME in a variant and fails the test, with the reproducer, unless
-    it exits with expect_rc. Returns the CompletedProcess."""
+    it exits with expect_rc (a status, or a tuple of them). Returns the CompletedProcess."""
     ensure_built()
     env_extra = dict(env or {})
     args = list(args)
@@ -187,6 +190,10 @@ def run_program(name, args=(), variant="preload", timeout=120, env=None, expect_
         path = os.path.join(TEST_BUILD, name + ".fullstatic")
         build_fullstatic(path)
         args.append("--hakmem")
+    elif variant == "debug":
+        path = os.path.join(TEST_BUILD, name)
+        env_extra["LD_PRELOAD"] = built(LIB_DEBUG_SO)
+        args.append("--hakmem")
     else:
         raise ValueError(variant)
     cmd = [path] + args
@@ -201,7 +208,7 @@ def run_program(name, args=(), variant="preload", timeout=120, env=None, expect_
         err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
         pytest.fail(f"timed out after {timeout}s (hang or deadlock)\nreproduce: {line}\n"
                     f"stdout:\n{tail(out)}\nstderr:\n{tail(err)}", pytrace=False)
-    if r.returncode != expect_rc:
+    if r.returncode not in (expect_rc if isinstance(expect_rc, tuple) else (expect_rc,)):
         how = (f"killed by signal {-r.returncode}" if r.returncode < 0
                else f"exit status {r.returncode}")
         pytest.fail(f"{how} (want {expect_rc})\nreproduce: {line}\n"

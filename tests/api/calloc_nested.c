@@ -58,7 +58,7 @@ static void set_option(const char *name, const char *value) {
 }
 
 int main(int argc, char **argv) {
-    int expect_hakmem = argc > 1 && strcmp(argv[1], "--hakmem") == 0;
+    int expect_hakmem = check_take_hakmem_flag(&argc, argv);
     if (expect_hakmem) REQUIRE(check_hakmem_present() && hak_option_set != NULL && hak_stats_get != NULL);
     set_option("PURGE_DELAY_MS", "60000");     /* nothing is purged behind the test's back */
     set_option("PURGE_THREAD", "off");         /* not started by the frees below */

@@ -71,7 +71,7 @@ static void *thread_allocates(void *arg) {
 
 int main(int argc, char **argv) {
     int a = 1;
-    if (argc > a && strcmp(argv[a], "--hakmem") == 0) a++;
+    check_take_hakmem_flag(&argc, argv);
     REQUIRE(argc > a, "usage: stay_single [--hakmem] single|child");
     const char *mode = argv[a];
     int rc;

@@ -114,4 +114,18 @@ int hak_owns(const void *p) __attribute__((weak));
 
 static inline int check_hakmem_present(void) { return hak_owns != NULL; }
 
+/* Removes "--hakmem" from argv wherever it is (the tests' runner appends it); returns
+ * whether it was there. */
+static inline int check_take_hakmem_flag(int *argc, char **argv)
+{
+    int found = 0, k = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--hakmem") == 0) found = 1;
+        else argv[k++] = argv[i];
+    }
+    *argc = k;
+    argv[k] = NULL;
+    return found;
+}
+
 #endif

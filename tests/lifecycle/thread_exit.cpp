@@ -86,8 +86,7 @@ static long rss_kib(void) {
 }
 
 int main(int argc, char **argv) {
-    int a = 1, expect_hakmem = 0;
-    if (argc > a && strcmp(argv[a], "--hakmem") == 0) expect_hakmem = 1, a++;
+    int a = 1, expect_hakmem = check_take_hakmem_flag(&argc, argv);
     long threads = argc > a ? atol(argv[a]) : 20000;
     long at_once = argc > a + 1 ? atol(argv[a + 1]) : 8;
     if (expect_hakmem) REQUIRE(check_hakmem_present() && hak_stats_get != NULL);

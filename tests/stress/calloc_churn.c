@@ -102,8 +102,7 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int a = 1, expect_hakmem = 0;
-    if (argc > a && strcmp(argv[a], "--hakmem") == 0) expect_hakmem = 1, a++;
+    int a = 1, expect_hakmem = check_take_hakmem_flag(&argc, argv);
     nthreads = argc > a ? atoi(argv[a]) : 16;
     int rounds = argc > a + 1 ? atoi(argv[a + 1]) : 8;
     steps = argc > a + 2 ? atoi(argv[a + 2]) : 30000;
