@@ -86,7 +86,7 @@ static hak_huge_t *huge_of(const void *p) {
 static SLOW_PATH void report_bad_block(const char *func, const void *p) {
     hak_superslab_t *ss = hak_ss_of(p);
     hak_unit_t *u = hak_unit_of(ss, p);
-    if (u->div_magic == 0) _hak_report(func, HAK_ERR_NOT_LIVE, p, 0);
+    if (!u->in_use) _hak_report(func, HAK_ERR_NOT_LIVE, p, 0);
     else _hak_report(func, HAK_ERR_INTERIOR, p, _hak_class_size[u->cls]);
 }
 
@@ -114,7 +114,6 @@ FAST_PATH void tc_push(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     ((void **)p)[0] = tc->head;
     ((void **)p)[1] = tc;
     tc->head = p;
-    tc->nfree++;
     if (likely(--tc->room != 0)) return;
     flush_slow(h, tc);
 }
@@ -153,7 +152,7 @@ HAK_EXPORT void hak_free(void *p) {
         if (unlikely(!hak_block_start(u, p))) { free_invalid(p); return; }
         hak_heap_t *h = _hak_thread_heap;
         if (likely(relaxed_load(&u->owner) == h)) {
-            hak_tcache_t *tc = (hak_tcache_t *)((char *)h + u->tc_off);
+            hak_tcache_t *tc = u->tc;
             if (unlikely(((void **)p)[1] == tc)) { free_suspect(h, tc, p); return; }
             tc_push(h, tc, p);
             return;

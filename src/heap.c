@@ -46,13 +46,25 @@ static hak_heap_t *heaps_all, *heaps_free;
 static char *meta_cur, *meta_end;               /* carving area for heap structs */
 
 static pthread_mutex_t aband_lock = HAK_LOCK_INIT;
-static hak_span_t *abandoned[HAK_NCLASSES];     /* aband_lock; peeked at without it */
+static hak_span_t *abandoned[HAK_NCLASSES];     /* aband_lock */
+static _Atomic uint32_t n_abandoned[HAK_NCLASSES];  /* their lengths: a refill peeks without
+                                                   the lock, skipping an empty class */
+
+static void aband_push(hak_span_t *s) {          /* aband_lock held */
+    HAK_LIST_PUSH(&abandoned[s->cls], s);
+    relaxed_store(&n_abandoned[s->cls], relaxed_load(&n_abandoned[s->cls]) + 1);
+}
+
+static void aband_remove(hak_span_t *s) {        /* aband_lock held */
+    HAK_LIST_REMOVE(&abandoned[s->cls], s);
+    relaxed_store(&n_abandoned[s->cls], relaxed_load(&n_abandoned[s->cls]) - 1);
+}
 
 static pthread_key_t thread_key;                /* its destructor ends a thread's heap */
 static _Atomic bool thread_key_ok;
 
 static struct {                       /* what exited threads counted (heaps lock) */
-    uint64_t nalloc[HAK_NCLASSES], nfree[HAK_NCLASSES];
+    uint64_t nalloc[HAK_NCLASSES], nfree[HAK_NCLASSES];  /* through the tcaches */
     hak_heap_stats_t st;
 } merged;
 
@@ -191,11 +203,11 @@ static void drain_notified(hak_heap_t *h) {
 /* ---- adoption ------------------------------------------------------------------------- */
 
 static hak_span_t *adopt(hak_heap_t *h, size_t c) {
-    if (__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED) == NULL) return NULL;   /* a hint */
+    if (relaxed_load(&n_abandoned[c]) == 0) return NULL;   /* a hint: checked again below */
     hak_lock(&aband_lock);
     hak_span_t *s = abandoned[c];
     if (s != NULL) {
-        HAK_LIST_REMOVE(&abandoned[c], s);
+        aband_remove(s);
         _hak_span_set_owner(s, h);
     }
     hak_unlock(&aband_lock);
@@ -208,7 +220,7 @@ static void abandon(hak_span_t *s) {
                                             _hak_heap_adopt_on_free reads them */
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_ABANDONED;
-    HAK_LIST_PUSH(&abandoned[s->cls], s);
+    aband_push(s);
     hak_unlock(&aband_lock);
 }
 
@@ -220,7 +232,7 @@ void _hak_heap_sweep_abandoned(void) {
         while (s != NULL) {
             hak_span_t *next = s->next;
             if (all_home(s)) {
-                HAK_LIST_REMOVE(&abandoned[c], s);
+                aband_remove(s);
                 span_release(s);
             }
             s = next;
@@ -248,8 +260,10 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
             hak_assert(s->list == SPAN_CUR && s->cls == c && relaxed_load(&s->owner) == h);
             HAK_VALIDATE_SPAN(s);
             void *first;
-            if (_hak_span_fill(s, tc, want, &first, zero)) {
-                tc->nalloc++;
+            uint32_t got = _hak_span_fill(s, tc, want, &first, zero);
+            if (got) {
+                tc->moved += got;                   /* the first is handed out at once: */
+                tc->nalloc++;                       /* in, and out again */
                 if (unlikely(_hak_opt.check)) {
                     *zero = false;
                     return _hak_check_alloc(s, first, n);
@@ -366,7 +380,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
         return false;
     }
     HAK_DEBUG_FREED(p);
-    HAK_LIST_REMOVE(&abandoned[s->cls], s);
+    aband_remove(s);
     _hak_span_set_owner(s, h);
     s->list = SPAN_LOOSE;
     hak_unlock(&aband_lock);
@@ -380,7 +394,8 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
         s->list = SPAN_PARTIAL;                /* has blocks, or a remote free just came */
         list_push(&bin->partial, s);
     }
-    return_block(h, p);
+    h->st.remote_frees[s->cls]++;           /* a free of another thread's block, counted */
+    return_block(h, p);                     /* (may give s back to the pool, and unmap it) */
     hak_unlock(&h->lock);
     return true;
 }
@@ -391,8 +406,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
 static bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, void *b) {
     if (hak_chunk_kind((uintptr_t)b) != HAK_CHUNK_SS) return false;
     hak_unit_t *u = hak_unit_of(hak_ss_of(b), b);
-    return hak_block_start(u, b) && relaxed_load(&u->owner) == h &&
-           u->tc_off == (uint16_t)((char *)tc - (char *)h);
+    return hak_block_start(u, b) && relaxed_load(&u->owner) == h && u->tc == tc;
 }
 
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
@@ -409,6 +423,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     }
     if (prev) *(void **)prev = NULL; else tc->head = NULL;
     tc->room = tc->cap + 1 - i;
+    tc->moved -= (int64_t)(count - i);      /* out of the cache: sent home (or lost, damaged) */
     hak_lock(&h->lock);
     for (; b != NULL; i++) {
         if (unlikely(i >= count || !cached_ok(h, tc, b))) {
@@ -510,14 +525,28 @@ static void hand_back(hak_span_t *s) {
 
 /* The pthread key destructor: every cached block goes home, every span goes back to the
  * pool (if empty) or to the abandoned lists for other threads to adopt. */
+/* Frees into a tcache, which the fast path does not count: every block the cache ever
+ * held came from a refill or a free, and left through a malloc or a flush, so frees =
+ * mallocs - (refilled - flushed) + what it holds now. Read from another thread, a
+ * snapshot. */
+static uint64_t tc_frees(const hak_tcache_t *tc) {
+    uint64_t nalloc = __atomic_load_n(&tc->nalloc, __ATOMIC_RELAXED);
+    int64_t moved = __atomic_load_n(&tc->moved, __ATOMIC_RELAXED);
+    uint32_t room = __atomic_load_n(&tc->room, __ATOMIC_RELAXED), cap = tc->cap;
+    int64_t held = room <= cap + 1 ? (int64_t)(cap + 1 - room) : 0;
+    int64_t f = (int64_t)nalloc - moved + held;
+    return f > 0 ? (uint64_t)f : 0;
+}
+
 static void merge_stats(hak_heap_t *h) {           /* heaps lock held */
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         merged.nalloc[c] += h->tc[c].nalloc;
-        merged.nfree[c] += h->tc[c].nfree;
+        merged.nfree[c] += tc_frees(&h->tc[c]);
         merged.st.refills[c] += h->st.refills[c];
         merged.st.flushes[c] += h->st.flushes[c];
         merged.st.remote_frees[c] += h->st.remote_frees[c];
-        h->tc[c].nalloc = h->tc[c].nfree = 0;
+        h->tc[c].nalloc = 0;
+        h->tc[c].moved = 0;
     }
     memset(&h->st, 0, sizeof h->st);
 }
@@ -564,7 +593,7 @@ void _hak_heap_stats_add(hak_stats_t *out) {
             hak_class_stats_t *k = &out->cls[c];
             uint64_t r = __atomic_load_n(&h->st.remote_frees[c], __ATOMIC_RELAXED);
             k->allocs += __atomic_load_n(&h->tc[c].nalloc, __ATOMIC_RELAXED);
-            k->frees += __atomic_load_n(&h->tc[c].nfree, __ATOMIC_RELAXED) + r;
+            k->frees += tc_frees(&h->tc[c]) + r;
             k->refills += __atomic_load_n(&h->st.refills[c], __ATOMIC_RELAXED);
             k->flushes += __atomic_load_n(&h->st.flushes[c], __ATOMIC_RELAXED);
             k->remote_frees += r;

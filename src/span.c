@@ -31,16 +31,19 @@ void _hak_span_validate(const hak_span_t *s) {
     unsigned u = (unsigned)(s - ss->spans);
     hak_assert(ss->magic == HAK_SS_MAGIC && hak_chunk_kind((uintptr_t)ss) == HAK_CHUNK_SS);
     hak_assert(s->bsize == _hak_class_size[s->cls] && s->units == _hak_class_units[s->cls]);
-    hak_assert(s->start == (char *)ss + (size_t)u * HAK_UNIT_SIZE);
+    hak_assert(s->start >= (char *)ss + (size_t)u * HAK_UNIT_SIZE &&
+               s->start < (char *)ss + (size_t)u * HAK_UNIT_SIZE + s->bsize);
     hak_assert(s->capacity == (uint32_t)((size_t)s->units * HAK_UNIT_SIZE / s->bsize));
     hak_assert(s->end == s->start + (size_t)s->capacity * s->bsize);
+    hak_assert(s->capacity == 1 || s->end == (char *)ss + (size_t)(u + s->units) * HAK_UNIT_SIZE);
     hak_assert(s->bump >= s->start && s->bump <= s->end);
     uint32_t carved = (uint32_t)((size_t)(s->bump - s->start) / s->bsize);
     hak_assert(s->used + s->nfree <= carved);          /* remote blocks count in `used` */
     hak_heap_t *o = relaxed_load(&s->owner);
     for (unsigned k = u; k < u + s->units; k++) {
         const hak_unit_t *d = &ss->unit[k];
-        hak_assert(d->span == u && d->cls == s->cls && d->div_magic != 0);
+        hak_assert(d->span == u && d->cls == s->cls && d->in_use);
+        hak_assert(d->div_magic != 0 || (s->capacity == 1 && k > u));
         hak_heap_t *uo = relaxed_load(&d->owner);
         hak_assert(uo == o || (o != NULL && uo == HAK_CHECK_OWNER));
         hak_assert(!(ss->free_mask & (1u << k)));

@@ -44,14 +44,18 @@ static void pool_unlock(void) {
 
 size_t _hak_pool_dirty(void) { return relaxed_load(&dirty_seen); }
 
-/* The owner is kept in the span and in each of its units' slots (what free reads). */
+/* The owner is kept in the span and in each of its units' slots (what free reads), with
+ * the address of the owner's tcache for the class. */
 void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h) {
     hak_superslab_t *ss = hak_ss_of(s);
     unsigned u = (unsigned)(s - ss->spans);
     relaxed_store(&s->owner, h);
     if (_hak_opt.check && h != NULL) h = HAK_CHECK_OWNER;    /* every free takes the slow path */
-    for (unsigned k = u; k < u + s->units; k++)
+    hak_tcache_t *tc = h != NULL && h != HAK_CHECK_OWNER ? &h->tc[s->cls] : NULL;
+    for (unsigned k = u; k < u + s->units; k++) {
+        ss->unit[k].tc = tc;
         atomic_store_explicit(&ss->unit[k].owner, h, memory_order_release);
+    }
 }
 
 static hak_superslab_t *ss_map(void) {
@@ -214,17 +218,19 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     HAK_STAT_ADD(spans_live[cls], 1);
     ss->dirty_mask &= ~m;
     if (ss->free_mask == 0) ss_remove(&ss_partial, ss), ss->list = SSL_FULL;
-    uint16_t tc_off = (uint16_t)offsetof(hak_heap_t, tc[cls]);
+    /* Blocks end at the span's end (the slack comes first), except a span's single block,
+     * which starts at the span's start (types.h, hak_unit_t). */
     uint32_t bsize = _hak_class_size[cls];
-    uint32_t end_off = (uint32_t)((size_t)n * HAK_UNIT_SIZE / bsize * bsize);
+    uint32_t capacity = (uint32_t)((size_t)n * HAK_UNIT_SIZE / bsize);
+    uint32_t slack = capacity > 1 ? (uint32_t)((size_t)n * HAK_UNIT_SIZE - (size_t)capacity * bsize) : 0;
     for (unsigned k = (unsigned)u; k < (unsigned)u + n; k++) {
         hak_unit_t *d = &ss->unit[k];
+        uint32_t in_span = (k - (unsigned)u) * (uint32_t)HAK_UNIT_SIZE;
         d->span = (uint8_t)u;
         d->cls = (uint8_t)cls;
-        d->tc_off = tc_off;
-        d->span_off = (uint32_t)((k - (unsigned)u) * HAK_UNIT_SIZE);
-        d->end_off = end_off;
-        d->div_magic = UINT64_MAX / bsize + 1;
+        d->in_use = 1;
+        d->span_off = capacity > 1 ? in_span - slack + bsize : 0;
+        d->div_magic = capacity > 1 || k == (unsigned)u ? UINT64_MAX / bsize + 1 : 0;
     }
     maybe_purge();
     pool_unlock();
@@ -235,8 +241,8 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     s->units = (uint8_t)n;
     s->zero = zero;
     s->bsize = bs;
-    s->start = (char *)ss + (size_t)u * HAK_UNIT_SIZE;
-    s->capacity = (uint32_t)((size_t)n * HAK_UNIT_SIZE / bs);
+    s->start = (char *)ss + (size_t)u * HAK_UNIT_SIZE + slack;
+    s->capacity = capacity;
     s->bump = s->start;
     s->end = s->start + (size_t)s->capacity * bs;
     s->free = NULL;
@@ -256,7 +262,10 @@ void _hak_pool_release(hak_span_t *s) {
     s->list = SPAN_POOL;
     HAK_STAT_SUB(spans_live[s->cls], 1);
     hak_lock(&pool_lock);
-    for (unsigned k = u; k < u + n; k++) ss->unit[k].div_magic = 0;   /* no blocks here now */
+    for (unsigned k = u; k < u + n; k++) {                        /* no blocks here now */
+        ss->unit[k].div_magic = 0;
+        ss->unit[k].in_use = 0;
+    }
     if (ss->dirty_mask == 0) ss->dirty_since = _hak_now_ms();
     ss->free_mask |= m;
     ss->dirty_mask |= m;

@@ -15,11 +15,11 @@ FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
     return &ss->spans[hak_unit_of(ss, p)->span];
 }
 /* Is p the start of a block of this unit's span? One multiplication tells whether the
- * offset is a multiple of the block size (Lemire's divisibility test); a unit with no span
- * has div_magic 0 and fails it. */
+ * offset is a multiple of the block size (Lemire's divisibility test; types.h says why no
+ * bound is needed); a unit where no block starts has div_magic 0 and fails it. */
 FAST_PATH bool hak_block_start(const hak_unit_t *u, const void *p) {
     uint32_t off = ((uint32_t)(uintptr_t)p & (uint32_t)(HAK_UNIT_SIZE - 1)) + u->span_off;
-    return (uint64_t)off * u->div_magic < u->div_magic && off < u->end_off;
+    return (uint64_t)off * u->div_magic < u->div_magic;
 }
 
 /* The span's owner, in the span and in each of its units' slots (what free reads; in

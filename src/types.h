@@ -92,18 +92,36 @@ struct hak_span_s {
     char pad2[64 - sizeof(uintptr_t)];
 };
 
+typedef struct hak_tcache_s {
+    void    *head;                 /* free blocks of this class, LIFO */
+    uint32_t room;                 /* frees left before a flush: cap + 1 - count */
+    uint32_t cap;                  /* blocks kept at most */
+    uint64_t nalloc;               /* statistics: blocks handed out (the fast path counts) */
+    int64_t  moved;                /* blocks refills put in minus blocks flushes took out
+                                      (slow paths): frees here = nalloc - moved + count */
+} hak_tcache_t;
+
 /* What free needs about a 64 KiB unit, in one 32-byte slot found by shifting the address:
- * a copy of its span's owner, where the class's tcache sits in a heap, and what it takes
- * to tell a block's start from any other address in one multiplication. */
+ * a copy of its span's owner and of the address of the owner's tcache for the class, and
+ * what it takes to tell a block's start from any other address in one multiplication.
+ *
+ * The block-start test: off = (p & 0xffff) + span_off is a multiple of the block size
+ * exactly when p starts a block. A span of several blocks puts its slack (the bytes that
+ * do not make a whole block) first, so its blocks end at the span's end, and span_off is
+ * the unit's offset in the span minus the slack plus one block size: an address in the
+ * slack then lies strictly between 0 and one block, and no address past the last block
+ * exists in the span — no upper bound to test. A span of one block (large) starts it at
+ * the span's start (its alignment) and tests only its first unit: the others have
+ * div_magic 0, like a unit in no span, and no offset there passes. */
 typedef struct hak_unit_s {
     _Atomic(hak_heap_t *) owner;   /* the span's owner (all units of a span agree) */
-    uint64_t div_magic;            /* floor((2^64-1)/bsize)+1; 0 if the unit is not in use */
-    uint32_t span_off;             /* this unit's offset from its span's start */
-    uint32_t end_off;              /* capacity * bsize: offsets at or past it hold no block */
-    uint16_t tc_off;               /* offsetof(hak_heap_t, tc[cls]) */
+    uint64_t div_magic;            /* floor((2^64-1)/bsize)+1; 0: no block starts here */
+    hak_tcache_t *tc;              /* &owner->tc[cls] (NULL with no owner) */
+    uint32_t span_off;             /* see above */
     uint8_t  span;                 /* first unit of the span */
     uint8_t  cls;
-    uint32_t pad;
+    uint8_t  in_use;               /* the unit belongs to a span */
+    uint8_t  pad;
 } hak_unit_t;
 
 struct hak_superslab_s {
@@ -138,12 +156,6 @@ struct hak_huge_s {
                                       their own, for as long as the mapping lives */
 };
 
-typedef struct hak_tcache_s {
-    void    *head;                 /* free blocks of this class, LIFO */
-    uint32_t room;                 /* frees left before a flush: cap + 1 - count */
-    uint32_t cap;                  /* blocks kept at most */
-    uint64_t nalloc, nfree;        /* statistics: blocks handed out and freed here */
-} hak_tcache_t;
 
 /* A heap's slow-path counters (the fast-path ones live in the tcaches). */
 typedef struct hak_heap_stats_s {
