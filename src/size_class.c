@@ -2,8 +2,9 @@
  *
  * Sixteen-byte steps to 128 B, then four classes per doubling up to 1 MiB: the worst
  * internal waste is 1/5 (a request of 2^k + 1 bytes in a class of 1.25 * 2^k). Requests up
- * to 1 KiB find their class with one table load; larger ones with a count of leading zeros
- * (size_class.h's hak_class_above_tiny) — no loop, no chain of branches. The per-class
+ * to 1 KiB find their class with one table load, up to 64 KiB with another (indexed by
+ * 256-byte granule); larger ones with a count of leading zeros (size_class.h's
+ * hak_class_above_tiny) — no loop, no chain of branches. The per-class
  * span length and cache depth are computed once at initialisation. */
 #include "size_class.h"
 
@@ -24,6 +25,16 @@ const uint16_t _hak_tiny_tcoff[HAK_TINY_MAX + 1] = {
     R(129, 160, 8), R(161, 192, 9), R(193, 224, 10), R(225, 256, 11),
     R(257, 320, 12), R(321, 384, 13), R(385, 448, 14), R(449, 512, 15),
     R(513, 640, 16), R(641, 768, 17), R(769, 896, 18), R(897, 1024, 19),
+};
+
+/* The same for 1 KiB < n ≤ 64 KiB, indexed by (n + 255) >> 8: every class there is a
+ * multiple of 256 bytes, so a 256-byte granule never straddles two classes. */
+const uint16_t _hak_mid_tcoff[HAK_MID_MAX / 256 + 1] = {
+    R(5, 5, 20), R(6, 6, 21), R(7, 7, 22), R(8, 8, 23), R(9, 10, 24), R(11, 12, 25),
+    R(13, 14, 26), R(15, 16, 27), R(17, 20, 28), R(21, 24, 29), R(25, 28, 30),
+    R(29, 32, 31), R(33, 40, 32), R(41, 48, 33), R(49, 56, 34), R(57, 64, 35),
+    R(65, 80, 36), R(81, 96, 37), R(97, 112, 38), R(113, 128, 39), R(129, 160, 40),
+    R(161, 192, 41), R(193, 224, 42), R(225, 256, 43),
 };
 #undef R
 
@@ -62,7 +73,7 @@ static uint8_t class_units(uint32_t bsize) {
 static uint16_t class_cap(uint32_t bsize) {
     size_t cap;
     if (bsize <= HAK_TINY_MAX) cap = (64 * 1024) / bsize;
-    else if (bsize <= HAK_MID_MAX) cap = (256 * 1024) / bsize;
+    else if (bsize <= HAK_MID_MAX) cap = (512 * 1024) / bsize;
     else cap = bsize <= 256 * 1024 ? 2 : 1;
     if (bsize <= HAK_MID_MAX && cap < 4) cap = 4;
     if (cap > 256) cap = 256;

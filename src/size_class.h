@@ -5,6 +5,7 @@
 
 extern const uint8_t  _hak_tiny_class[HAK_TINY_MAX / 16 + 1];  /* (n + 15) >> 4 -> class */
 extern const uint16_t _hak_tiny_tcoff[HAK_TINY_MAX + 1];      /* n -> offset of its tcache */
+extern const uint16_t _hak_mid_tcoff[HAK_MID_MAX / 256 + 1];  /* (n + 255) >> 8 -> the same */
 extern const uint32_t _hak_class_size[HAK_NCLASSES];
 extern uint8_t  _hak_class_units[HAK_NCLASSES];    /* span length in units */
 extern uint16_t _hak_class_cap[HAK_NCLASSES];      /* built-in tcache capacity */

@@ -52,6 +52,17 @@ int main(void) {
             CHECK(_hak_tiny_tcoff[n] == offsetof(hak_heap_t, tc[hak_size_class(n)]));
             break;
         }
+    /* malloc's table for 1 KiB < n <= 64 KiB gives the class the clz formula gives, and
+     * that class is the smallest that fits */
+    for (size_t n = HAK_TINY_MAX + 1; n <= HAK_MID_MAX; n++) {
+        size_t c = hak_class_above_tiny(n);
+        if (_hak_mid_tcoff[(n + 255) >> 8] != offsetof(hak_heap_t, tc[c]) ||
+            _hak_class_size[c] < n || (c > 0 && _hak_class_size[c - 1] >= n)) {
+            CHECK(_hak_mid_tcoff[(n + 255) >> 8] == offsetof(hak_heap_t, tc[c]), "n=%zu", n);
+            CHECK(_hak_class_size[c] >= n && _hak_class_size[c - 1] < n, "n=%zu", n);
+            break;
+        }
+    }
     CHECK(_hak_aligned_class[12][0] != 0xff);
     CHECK(_hak_class_size[_hak_aligned_class[12][0]] == 4096);
     CHECK_DONE("unit_size_class");
