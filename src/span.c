@@ -240,34 +240,54 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
     return 0;
 }
 
-void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
-    bool checked = _hak_opt.check;
-    if (unlikely(checked)) {
-        if (!_hak_check_free(s, p)) return;
-    } else {
-        HAK_DEBUG_FREED(p);
-    }
-    /* Release: the block's contents and link are published with it. Acquire: reading FULL
-     * here means the owner parked the span (its list links, s->owner) before this. */
+/* The rare ends of a remote free, out of line so that the common one needs no stack. */
+static SLOW_PATH void remote_double_free(hak_span_t *s, void *p) {
+    _hak_report("free", HAK_ERR_DOUBLE_FREE, p, s->bsize);
+}
+
+static SLOW_PATH void remote_noheap_count(hak_span_t *s) {
+    HAK_STAT_ADD(remote_frees_noheap[s->cls], 1);
+}
+
+/* We moved the span out of FULL: tell the owner, who waits for us before exiting. */
+static SLOW_PATH void remote_notify(hak_span_t *s) {
+    _hak_span_notify_push(&relaxed_load(&s->owner)->notified, s);
+    atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK, memory_order_release);
+}
+
+/* Release: the block's contents and link are published with it. Acquire: reading FULL
+ * here means the owner parked the span (its list links, s->owner) before this. `checked`
+ * is a constant in each caller: checked mode also writes the link's key word. */
+FAST_PATH void push_remote(hak_span_t *s, void *p, uint64_t *count, bool checked) {
     uintptr_t old = relaxed_load(&s->remote), nv;
     do {
         void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
         if (unlikely(top == p)) {            /* the same block freed twice in a row */
-            _hak_report("free", HAK_ERR_DOUBLE_FREE, p, s->bsize);
+            remote_double_free(s, p);
             return;
         }
         *(void **)p = top;
-        if (unlikely(checked)) ((uintptr_t *)p)[1] = (uintptr_t)top ^ LINK_KEY;
+        if (checked) ((uintptr_t *)p)[1] = (uintptr_t)top ^ LINK_KEY;
         uintptr_t st = old & HAK_RS_MASK;
         nv = (uintptr_t)p | (st == HAK_RS_FULL ? HAK_RS_NOTIFYING : st);
     } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_acq_rel,
                                                     memory_order_relaxed));
-    if (count != NULL) (*count)++;
-    else HAK_STAT_ADD(remote_frees_noheap[s->cls], 1);
-    if ((old & HAK_RS_MASK) != HAK_RS_FULL) return;
-    /* We moved the span out of FULL: tell the owner, who waits for us before exiting. */
-    _hak_span_notify_push(&relaxed_load(&s->owner)->notified, s);
-    atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK, memory_order_release);
+    if (likely(count != NULL)) (*count)++;
+    else remote_noheap_count(s);
+    if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
+}
+
+static SLOW_PATH void free_remote_checked(hak_span_t *s, void *p, uint64_t *count) {
+    if (_hak_check_free(s, p)) push_remote(s, p, count, true);
+}
+
+void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
+    if (unlikely(_hak_opt.check)) {
+        free_remote_checked(s, p, count);
+        return;
+    }
+    HAK_DEBUG_FREED(p);
+    push_remote(s, p, count, false);
 }
 
 
