@@ -93,7 +93,7 @@ static void span_release(hak_span_t *s) {
     HAK_VALIDATE_SPAN(s);
     hak_assert(s->used == 0);
     hak_assert((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0);   /* none out */
-    hak_assert(s->nfree == (uint32_t)((size_t)(s->bump - s->start) / s->bsize));
+    hak_assert(s->nfree + s->npurged == (uint32_t)((size_t)(s->bump - s->start) / s->bsize));
     _hak_pool_release(s);
 }
 
@@ -224,23 +224,6 @@ static void abandon(hak_span_t *s) {
     hak_unlock(&aband_lock);
 }
 
-/* Spans abandoned by exited threads whose blocks all came home go back to the pool. */
-void _hak_heap_sweep_abandoned(void) {
-    hak_lock(&aband_lock);
-    for (size_t c = 0; c < HAK_NCLASSES; c++) {
-        hak_span_t *s = abandoned[c];
-        while (s != NULL) {
-            hak_span_t *next = s->next;
-            if (all_home(s)) {
-                aband_remove(s);
-                span_release(s);
-            }
-            s = next;
-        }
-    }
-    hak_unlock(&aband_lock);
-}
-
 /* ---- refill and flush ------------------------------------------------------------------ */
 
 /* *zero: the block returned is untouched memory of a span known to be zero. */
@@ -251,6 +234,7 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
         tc = &h->tc[c];
     }
     h->st.refills[c]++;
+    h->slow_ticks++;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     hak_bin_t *bin = &h->bins[c];
     uint32_t want = tc->cap / 2 + 1;
@@ -286,7 +270,7 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
              * may free whole spans. */
             s = _hak_pool_acquire(c, h, false);
             if (s == NULL) {
-                _hak_heap_reclaim_all();
+                _hak_heap_reclaim_all(RECLAIM_SPANS);
                 if ((s = _hak_pool_acquire(c, h, true)) == NULL) return NULL;
             }
             if (HAK_TRACK_FREE) _hak_freemap_reset(s);
@@ -425,6 +409,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     tc->room = tc->cap + 1 - i;
     tc->moved -= (int64_t)(count - i);      /* out of the cache: sent home (or lost, damaged) */
     hak_lock(&h->lock);
+    h->slow_ticks++;
     for (; b != NULL; i++) {
         if (unlikely(i >= count || !cached_ok(h, tc, b))) {
             /* warn: the blocks past a damaged link stay out of use */
@@ -444,10 +429,19 @@ void _hak_heap_flush_all(hak_heap_t *h) {
         if (h->tc[c].head != NULL) _hak_heap_flush(h, &h->tc[c], 0);
 }
 
-/* malloc_trim: the thread's current spans whose blocks are all home go back too. */
-/* With h->lock held: blocks other threads freed into h's spans come home, and spans left
- * with every block home go back to the pool. */
-static size_t reclaim_locked(hak_heap_t *h) {
+/* Deep: the free pages of a span that stays in use go back to the kernel too, where they
+ * make at least a few pages (walking a short free list for nothing is not worth it). */
+static size_t purge_pages(hak_span_t *s) {
+    if ((size_t)s->nfree * s->bsize < 4 * HAK_PAGE) return 0;
+    size_t bytes = _hak_span_purge_pages(s);
+    if (bytes) HAK_STAT_ADD(purged_total, bytes);
+    return bytes;
+}
+
+/* With h->lock held: blocks other threads freed into h's spans come home, spans left with
+ * every block home go back to the pool, and (deep) the free pages of the others go back
+ * to the kernel. Returns the spans that went back. */
+static size_t reclaim_locked(hak_heap_t *h, bool deep) {
     size_t released = 0;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
@@ -458,6 +452,8 @@ static size_t reclaim_locked(hak_heap_t *h) {
                 list_remove(&bin->partial, s);
                 span_release(s);
                 released++;
+            } else if (deep) {
+                purge_pages(s);
             }
         }
         hak_span_t *s = bin->cur;
@@ -466,29 +462,56 @@ static size_t reclaim_locked(hak_heap_t *h) {
             bin->cur = NULL;
             span_release(s);
             released++;
+        } else if (deep) {
+            purge_pages(s);
         }
     }
     return released;
 }
 
 /* malloc_trim: the calling thread's spans. */
-void _hak_heap_release_idle(hak_heap_t *h) {
+void _hak_heap_release_idle(hak_heap_t *h, bool deep) {
     if (h == &_hak_empty_heap) return;
     hak_lock(&h->lock);
-    reclaim_locked(h);
+    reclaim_locked(h, deep);
     hak_unlock(&h->lock);
 }
 
 /* Every other heap whose owner is not in a slow path right now (a busy owner does this
- * itself). Called with no pool or heap-list lock held. */
-void _hak_heap_reclaim_all(void) {
+ * itself). RECLAIM_IDLE_PAGES gives back pages only of heaps idle since the last pass (no
+ * refill or flush: an owner at work would fault them straight back in); RECLAIM_PAGES, of
+ * every heap (malloc_trim). Called with no pool or heap-list lock held. */
+void _hak_heap_reclaim_all(int depth) {
     hak_lock(&heaps_lock);
     for (hak_heap_t *h = heaps_all; h != NULL; h = h->next_all) {
         if (!h->live || pthread_mutex_trylock(&h->lock) != 0) continue;
-        HAK_STAT_ADD(reclaimed_spans, reclaim_locked(h));
+        bool idle = h->slow_ticks == h->seen_ticks;
+        h->seen_ticks = h->slow_ticks;
+        bool deep = depth == RECLAIM_PAGES || (depth == RECLAIM_IDLE_PAGES && idle);
+        HAK_STAT_ADD(reclaimed_spans, reclaim_locked(h, deep));
         hak_unlock(&h->lock);
     }
     hak_unlock(&heaps_lock);
+}
+
+/* Spans abandoned by exited threads whose blocks all came home go back to the pool; the
+ * free pages of the others go back to the kernel. */
+void _hak_heap_sweep_abandoned(void) {
+    hak_lock(&aband_lock);
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_span_t *s = abandoned[c];
+        while (s != NULL) {
+            hak_span_t *next = s->next;
+            if (all_home(s)) {
+                aband_remove(s);
+                span_release(s);
+            } else {
+                purge_pages(s);
+            }
+            s = next;
+        }
+    }
+    hak_unlock(&aband_lock);
 }
 
 /* ---- thread exit ----------------------------------------------------------------------- */

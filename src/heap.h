@@ -25,8 +25,11 @@ FAST_PATH void *hak_tc_take(hak_tcache_t *tc) {
 void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n, bool clear);
 void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 void _hak_heap_flush_all(hak_heap_t *h);
-void _hak_heap_release_idle(hak_heap_t *h);
-void _hak_heap_reclaim_all(void);
+/* Reclaim: remote-freed blocks home, empty spans back to the pool; deep: the free pages of
+ * spans in use back to the kernel as well. */
+void _hak_heap_release_idle(hak_heap_t *h, bool deep);
+enum { RECLAIM_SPANS, RECLAIM_IDLE_PAGES, RECLAIM_PAGES };
+void _hak_heap_reclaim_all(int depth);
 bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p);
 void _hak_heap_sweep_abandoned(void);
 bool _hak_heap_adopt_on_free(hak_span_t *s, void *p);

@@ -26,8 +26,8 @@
 static bool reclaim(void) {
     hak_heap_t *h = _hak_thread_heap;
     _hak_heap_flush_all(h);
-    _hak_heap_release_idle(h);
-    _hak_heap_reclaim_all();
+    _hak_heap_release_idle(h, true);
+    _hak_heap_reclaim_all(RECLAIM_PAGES);
     _hak_heap_sweep_abandoned();
     return true;
 }

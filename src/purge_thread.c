@@ -36,7 +36,7 @@ static void *purger_main(void *arg) {
         if (ms < 10) ms = 10;
         struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
         nanosleep(&ts, NULL);
-        _hak_heap_reclaim_all();                  /* idle owners' spans come home first */
+        _hak_heap_reclaim_all(RECLAIM_IDLE_PAGES);   /* idle owners' memory first */
         size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
         HAK_STAT_ADD(purge_rounds, 1);
         idle_rounds = left ? 0 : idle_rounds + 1;

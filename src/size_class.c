@@ -61,7 +61,7 @@ static uint8_t class_units(uint32_t bsize) {
     if (bsize > HAK_MID_MAX) return (uint8_t)((bsize + HAK_UNIT_SIZE - 1) / HAK_UNIT_SIZE);
     size_t lo = (8 * (size_t)bsize + HAK_UNIT_SIZE - 1) / HAK_UNIT_SIZE, best = lo;
     size_t best_waste = (size_t)-1;
-    for (size_t n = lo; n <= lo + 3 && n <= 15; n++) {
+    for (size_t n = lo; n <= lo + 3 && n <= HAK_SPAN_MAX_UNITS; n++) {
         size_t bytes = n * HAK_UNIT_SIZE, waste = bytes % bsize;
         if (waste < best_waste) { best = n; best_waste = waste; }
     }

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "counters.h"
 #include "diag.h"
+#include "os.h"
 #include "registry.h"
 #include "size_class.h"
 #include "span.h"
@@ -38,7 +39,7 @@ void _hak_span_validate(const hak_span_t *s) {
     hak_assert(s->capacity == 1 || s->end == (char *)ss + (size_t)(u + s->units) * HAK_UNIT_SIZE);
     hak_assert(s->bump >= s->start && s->bump <= s->end);
     uint32_t carved = (uint32_t)((size_t)(s->bump - s->start) / s->bsize);
-    hak_assert(s->used + s->nfree <= carved);          /* remote blocks count in `used` */
+    hak_assert(s->used + s->nfree + s->npurged <= carved);   /* remote blocks count in `used` */
     hak_heap_t *o = relaxed_load(&s->owner);
     for (unsigned k = u; k < u + s->units; k++) {
         const hak_unit_t *d = &ss->unit[k];
@@ -173,12 +174,114 @@ uint32_t _hak_span_collect_remote(hak_span_t *s) {
     return n;
 }
 
+/* ---- pages of a span in use ------------------------------------------------------------
+ * A span that still holds a few live blocks cannot go back to the pool, but the pages in
+ * which every block is free can go back to the kernel. Such a page's free blocks leave the
+ * free list (their links lived in it) and are counted in npurged; the page is marked in
+ * `purged`. When the span runs out of free blocks, a purged page comes back: its blocks
+ * rejoin the free list (and fault the page in again, as any first use would). A block
+ * that straddles into a purged page from the one before stays on the free list, its link
+ * in the page before. Not in checked mode, whose freed blocks carry a fill to verify. */
+
+static size_t page_of(const hak_span_t *s, const char *a) {
+    return (size_t)(a - (char *)((uintptr_t)s->start & ~(uintptr_t)(HAK_UNIT_SIZE - 1))) / HAK_PAGE;
+}
+
+static bool page_purged(const hak_span_t *s, size_t pg) {
+    return (s->purged[pg / 64] >> (pg % 64)) & 1;
+}
+
+/* Blocks [first, last] start in page pg of the span (the first may start before it). */
+static void blocks_of_page(const hak_span_t *s, size_t pg, size_t *first, size_t *last) {
+    char *base = (char *)((uintptr_t)s->start & ~(uintptr_t)(HAK_UNIT_SIZE - 1));
+    char *lo = base + pg * HAK_PAGE, *hi = lo + HAK_PAGE - 1;
+    *first = lo <= s->start ? 0 : (size_t)(lo - s->start) / s->bsize;
+    *last = hi >= s->end ? s->capacity - 1 : (size_t)(hi - s->start) / s->bsize;
+}
+
+/* Owner's lock held. Returns the bytes given back. */
+size_t _hak_span_purge_pages(hak_span_t *s) {
+    if (s->capacity <= 1 || _hak_opt.check || s->nfree == 0) return 0;
+    uint64_t freeb[HAK_FREEMAP_WORDS] = { 0 };
+    size_t carved = (size_t)(s->bump - s->start) / s->bsize;
+    for (void *b = s->free; b != NULL; b = *(void **)b) {
+        size_t i = (size_t)((char *)b - s->start) / s->bsize;
+        freeb[i / 64] |= 1ull << (i % 64);
+    }
+    size_t npages = (size_t)s->units * (HAK_UNIT_SIZE / HAK_PAGE);
+    uint64_t take[HAK_SPAN_PAGE_WORDS] = { 0 };
+    size_t bytes = 0;
+    for (size_t pg = 0; pg < npages; pg++) {
+        if (page_purged(s, pg)) continue;
+        size_t first, last;
+        blocks_of_page(s, pg, &first, &last);
+        /* every block on the page carved (a page the bump pointer has not passed is left
+         * alone: its blocks are the bump's to hand out) and free */
+        bool all_free = last < carved;
+        for (size_t i = first; i <= last && all_free; i++) {
+            size_t bpg = page_of(s, s->start + i * s->bsize);
+            all_free = (freeb[i / 64] >> (i % 64)) & 1 || page_purged(s, bpg);
+        }
+        if (all_free) take[pg / 64] |= 1ull << (pg % 64);
+    }
+    /* The free list without the blocks that start in a page to be purged. */
+    void **link = &s->free;
+    for (void *b = s->free; b != NULL; b = *(void **)b) {
+        if ((take[page_of(s, b) / 64] >> (page_of(s, b) % 64)) & 1) {
+            s->nfree--;
+            s->npurged++;
+            continue;
+        }
+        *link = b;
+        link = (void **)b;
+    }
+    *link = NULL;
+    for (size_t pg = 0; pg < npages; ) {             /* each run of pages with one madvise */
+        if (!((take[pg / 64] >> (pg % 64)) & 1)) { pg++; continue; }
+        size_t run = pg;
+        while (run < npages && (take[run / 64] >> (run % 64)) & 1) {
+            s->purged[run / 64] |= 1ull << (run % 64);
+            run++;
+        }
+        char *base = (char *)((uintptr_t)s->start & ~(uintptr_t)(HAK_UNIT_SIZE - 1));
+        _hak_os_purge(base + pg * HAK_PAGE, (run - pg) * HAK_PAGE);
+        bytes += (run - pg) * HAK_PAGE;
+        pg = run;
+    }
+    return bytes;
+}
+
+/* The free list is empty: the lowest purged page with blocks comes back. */
+static bool restore_page(hak_span_t *s) {
+    if (s->npurged == 0) return false;
+    size_t npages = (size_t)s->units * (HAK_UNIT_SIZE / HAK_PAGE);
+    for (size_t pg = 0; pg < npages; pg++) {
+        if (!page_purged(s, pg)) continue;
+        s->purged[pg / 64] &= ~(1ull << (pg % 64));
+        size_t first, last;
+        blocks_of_page(s, pg, &first, &last);
+        uint32_t n = 0;
+        for (size_t i = last + 1; i-- > first; ) {      /* lowest address first on the list */
+            char *b = s->start + i * s->bsize;
+            if (page_of(s, b) != pg) continue;          /* starts in the page before: listed */
+            *(void **)b = s->free;
+            s->free = b;
+            n++;
+        }
+        s->nfree += n;
+        s->npurged -= n;
+        if (n > 0) return true;
+    }
+    return false;
+}
+
 /* Moves up to `want` blocks out of the span: the first is returned through *first, the
  * rest become tc's list (tc is empty). Returns how many; 0 when the span has none left.
  * *zero tells whether *first is untouched memory of a zeroed span. */
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero) {
     /* (checked mode reuses freed blocks first, so their fill is verified soon) */
     if (s->free == NULL && (s->bump == s->end || unlikely(_hak_opt.check))) _hak_span_collect_remote(s);
+    if (s->free == NULL && s->bump == s->end) restore_page(s);
     if (s->free != NULL) {
         void *head = s->free, *last = head;
         uint32_t n;

@@ -11,6 +11,8 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
 void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count);
 bool _hak_span_try_mark_full(hak_span_t *s);
 bool _hak_span_try_unmark_full(hak_span_t *s);
+/* Gives back the pages of s in which every block is free (owner's lock held): the bytes. */
+size_t _hak_span_purge_pages(hak_span_t *s);
 /* Pushes s onto a heap's stack of notified spans (lock-free; the owner drains it). */
 void _hak_span_notify_push(_Atomic(hak_span_t *) *stack, hak_span_t *s);
 

@@ -248,6 +248,8 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     s->free = NULL;
     s->used = s->nfree = 0;
     s->next = s->prev = s->notify_next = NULL;
+    memset(s->purged, 0, sizeof s->purged);
+    s->npurged = 0;
     s->list = SPAN_LOOSE;
     atomic_store_explicit(&s->remote, 0, memory_order_relaxed);
     _hak_span_set_owner(s, owner);

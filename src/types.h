@@ -39,6 +39,8 @@
 #define HAK_CHUNK_BITS  (HAK_VA_BITS - HAK_SS_SHIFT)
 #define HAK_CHUNK_LIMIT ((uintptr_t)1 << HAK_VA_BITS)
 #define HAK_FREEMAP_WORDS (HAK_UNIT_SIZE / 16 / 64)         /* bits for the most blocks a span holds */
+#define HAK_SPAN_MAX_UNITS 15                                 /* of a span of several blocks */
+#define HAK_SPAN_PAGE_WORDS ((HAK_SPAN_MAX_UNITS * (HAK_UNIT_SIZE / HAK_PAGE) + 63) / 64)
 
 #define HAK_TINY_MAX    1024
 #define HAK_MID_MAX     (64 * 1024)
@@ -83,10 +85,12 @@ struct hak_span_s {
     uint32_t nfree;                /* blocks on `free` */
     uint32_t capacity;             /* blocks in the span */
     uint32_t pad0;
-    /* second line: list links (owner-private) */
+    /* second line: list links, purged pages (owner-private) */
     hak_span_t *next, *prev;       /* in the owner's partial/full list, or abandoned list */
     hak_span_t *notify_next;       /* in the owner's notify stack */
-    char pad1[64 - 3 * sizeof(void *)];
+    uint64_t purged[HAK_SPAN_PAGE_WORDS]; /* pages given back while the span is in use */
+    uint32_t npurged;              /* free blocks that start in them (on no list) */
+    uint32_t pad1;
     /* third line: written by other threads */
     _Atomic(uintptr_t) remote;     /* remote-free list head | HAK_RS_* state */
     char pad2[64 - sizeof(uintptr_t)];
@@ -175,6 +179,8 @@ struct hak_heap_s {
     _Atomic(hak_span_t *) notified;            /* full spans that received a remote free */
     uint8_t  live;                             /* a thread uses this heap */
     uint8_t  shared;                           /* the late heap (heap.c), no thread's own */
+    uint32_t slow_ticks;                       /* refills and flushes so far (under lock) */
+    uint32_t seen_ticks;                       /* slow_ticks at the last reclaim by another */
     hak_heap_t *next_all;                      /* every heap ever made */
     hak_heap_t *next_free;                     /* recycled heaps */
     hak_bin_t bins[HAK_NCLASSES];
