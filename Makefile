@@ -12,8 +12,11 @@
 CC      ?= gcc
 BUILD   ?= build
 OPT     ?= -O2
+# -funwind-tables: C++ exceptions (std::bad_alloc, a new-handler's) unwind through the frames
+# of hakmem's operator new (src/override_cxx.c), whatever CFLAGS says about asynchronous
+# unwind tables (on by default where hakmem builds: then it changes nothing).
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
-              -fPIC -fvisibility=hidden -ftls-model=initial-exec \
+              -fPIC -fvisibility=hidden -ftls-model=initial-exec -funwind-tables \
               -fno-semantic-interposition -fno-plt -fno-tree-slp-vectorize -Iinclude -Isrc
 RELEASE_FLAGS = $(OPT) -DNDEBUG -fno-stack-protector -fomit-frame-pointer
 DEBUG_FLAGS   = -O1 -g -DHAKMEM_DEBUG=2

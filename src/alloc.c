@@ -7,6 +7,7 @@
  * else is a call to a noinline function: the slow paths here call the layers below (heap
  * refill and flush, huge blocks) and, when those run short, the policy module, which
  * decides how to try harder; they also give the purge thread its chance to start. */
+#include "alloc.h"
 #include "check.h"
 #include "counters.h"
 #include "diag.h"
@@ -57,29 +58,14 @@ static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
 }
 
 FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc, size_t n) {
-    if (likely(tc->head != NULL)) {
-        void *b = hak_tc_take(tc);
-        ((void **)b)[1] = NULL;                /* the double-free key (see hak_free) */
-        return b;
-    }
+    if (likely(tc->head != NULL)) return hak_tc_pop_hit(tc);
     return alloc_slow((size_t)(tc - h->tc), n, false);
-}
-
-/* The tcache of h for a request of n ≤ HAK_LARGE_MAX bytes: a table load up to 64 KiB.
- * (malloc spells the same out, so that its test of n against the huge tier comes last.) */
-FAST_PATH hak_tcache_t *tcache_for(hak_heap_t *h, size_t n) {
-    if (likely(n <= HAK_TINY_MAX)) return (hak_tcache_t *)((char *)h + _hak_tiny_tcoff[n]);
-    if (likely(n <= HAK_MID_MAX)) return (hak_tcache_t *)((char *)h + _hak_mid_tcoff[(n + 255) >> 8]);
-    return &h->tc[hak_class_above_tiny(n)];
 }
 
 HAK_EXPORT void *hak_malloc(size_t n) {
     hak_heap_t *h = _hak_thread_heap;
     hak_tcache_t *tc;
-    if (likely(n <= HAK_TINY_MAX)) tc = (hak_tcache_t *)((char *)h + _hak_tiny_tcoff[n]);
-    else if (likely(n <= HAK_MID_MAX)) tc = (hak_tcache_t *)((char *)h + _hak_mid_tcoff[(n + 255) >> 8]);
-    else if (likely(n <= HAK_LARGE_MAX)) tc = &h->tc[hak_class_above_tiny(n)];
-    else return huge_alloc(n, 0, false);
+    if (unlikely(!hak_malloc_tcache(h, n, &tc))) return huge_alloc(n, 0, false);
     return tc_pop(h, tc, n);
 }
 
@@ -177,7 +163,8 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
     if (unlikely(__builtin_mul_overflow(count, size, &total))) { errno = ENOMEM; return NULL; }
     if (total > HAK_LARGE_MAX) return huge_alloc(total, 0, true);
     hak_heap_t *h = _hak_thread_heap;
-    hak_tcache_t *tc = tcache_for(h, total);
+    hak_tcache_t *tc;
+    hak_malloc_tcache(h, total, &tc);           /* total ≤ HAK_LARGE_MAX: always true */
     if (likely(tc->head != NULL)) return memset(hak_tc_take(tc), 0, total > 16 ? total : 16);
     return alloc_slow((size_t)(tc - h->tc), total, true);
 }

@@ -84,6 +84,16 @@ void _hak_assert_fail(const char *expr, const char *file, int line) {
     abort();
 }
 
+SLOW_PATH _Noreturn void _hak_fatal(const char *what) {
+    char buf[256];
+    size_t n = put_str(buf, 0, sizeof buf - 1, "hakmem: ");
+    n = put_str(buf, n, sizeof buf - 1, what);
+    n = put_str(buf, n, sizeof buf - 1, "; aborting");
+    buf[n++] = '\n';
+    if (write(2, buf, n) < 0) { /* ignore */ }
+    abort();
+}
+
 /* ---- crash report ---------------------------------------------------------------------
  * A SIGSEGV, SIGBUS or SIGABRT whose program counter lies in one of hakmem's functions (or
  * that hakmem's own report raised) prints one screen — signal, faulting address, thread,

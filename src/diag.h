@@ -14,6 +14,9 @@ SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t 
 typedef struct hak_fn_entry_s { uintptr_t start; const char *name; } hak_fn_entry_t;
 void _hak_crash_handler_install(const hak_fn_entry_t *functions, int n);
 void _hak_assert_fail(const char *expr, const char *file, int line);
+/* "hakmem: WHAT; aborting" on stderr, then abort, whatever HAKMEM_ON_ERROR says: for a
+ * contract hakmem cannot keep (C++'s operator new with no C++ runtime to throw through). */
+SLOW_PATH _Noreturn void _hak_fatal(const char *what);
 
 /* Writes v in decimal (negative with a '-') into buf[0..cap), without a terminator;
  * returns the number of characters written. */

@@ -19,3 +19,4 @@
 #include "init.c"
 #include "alloc.c"
 #include "override.c"
+#include "override_cxx.c"

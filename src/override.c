@@ -1,7 +1,7 @@
 /* override.c — the exported malloc family. Each symbol is an alias of its hak_* function,
- * so a preloaded or linked hakmem costs no extra call. C++ operator new/delete in
- * libstdc++ call malloc, free and aligned_alloc, and so reach hakmem through these. Left
- * out of the sanitizer and API-only builds (HAKMEM_NO_OVERRIDE). */
+ * so a preloaded or linked hakmem costs no extra call. C++'s operator new and delete are
+ * hakmem's own too (override_cxx.c). Left out of the sanitizer and API-only builds
+ * (HAKMEM_NO_OVERRIDE). */
 #ifndef HAKMEM_NO_OVERRIDE
 #include <malloc.h>
 #include "stats.h"

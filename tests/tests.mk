@@ -10,10 +10,14 @@
 #       $(TEST_BUILD)/NAME.static     linked with $(BUILD)/libhakmem.a, which replaces malloc
 #                                     in the program itself;
 #       $(TEST_BUILD)/NAME.fullstatic -static (glibc's libc.a + libhakmem.a), on demand.
-#   tests/oom/*.c, tests/oom/*.cpp, tests/lifecycle/*.c, tests/lifecycle/*.cpp
+#   tests/oom/*.c, tests/oom/*.cpp, tests/lifecycle/*.c, tests/lifecycle/*.cpp,
+#   tests/cxx/*.c, tests/cxx/*.cpp
 #       $(TEST_BUILD)/DIR/NAME and $(TEST_BUILD)/DIR/NAME.static, as above (C++ with
 #       $(CXX); test-progs builds the C++ ones only where $(CXX) exists, and a test that
 #       needs one installs g++ and asks for it otherwise).
+#   tests/cxx/plugin/cxxplugin.cpp
+#       $(TEST_BUILD)/cxx/libcxxplugin.so, a C++ library that tests/cxx/plugin_host.c
+#       dlopen()s (with $(CXX), as above).
 #   tests/misuse/*.c, tests/options/opt_probe.c, tests/stats/introspect.c
 #       $(TEST_BUILD)/DIR/NAME        the system libc only, run under LD_PRELOAD.
 #   tests/unit/unit_*.c, tests/options/opt_set.c, tests/stats/stats_check.c
@@ -58,11 +62,12 @@ TEST_PROGS_ST := $(addsuffix .static,$(TEST_PROGS))
 UNIT_SRCS     := $(wildcard tests/unit/unit_*.c)
 UNIT_PROGS    := $(patsubst tests/unit/%.c,$(TEST_BUILD)/unit/%,$(UNIT_SRCS))
 # Programs in folders of their own, built in the two forms of tests/api.
-TWO_FORM_DIRS := oom lifecycle
+TWO_FORM_DIRS := oom lifecycle cxx
 TWO_FORM_C   := $(patsubst tests/%.c,$(TEST_BUILD)/%,\
                    $(wildcard $(TWO_FORM_DIRS:%=tests/%/*.c)))
 TWO_FORM_CXX := $(patsubst tests/%.cpp,$(TEST_BUILD)/%,\
                    $(wildcard $(TWO_FORM_DIRS:%=tests/%/*.cpp)))
+CXX_PLUGIN    := $(TEST_BUILD)/cxx/libcxxplugin.so
 MISUSE_PROGS  := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/misuse/*.c))
 LIBC_PROGS    := $(TEST_BUILD)/options/opt_probe $(TEST_BUILD)/stats/introspect
 API_PROGS     := $(TEST_BUILD)/options/opt_set $(TEST_BUILD)/stats/stats_check
@@ -78,7 +83,7 @@ test: lib test-progs test-pytest-available
 # libc.a).
 test-progs: $(TEST_PROGS) $(TEST_PROGS_ST) $(TEST_BUILD)/badalloc.so \
             $(TWO_FORM_C) $(TWO_FORM_C:=.static) $(MISUSE_PROGS) $(LIBC_PROGS) $(API_PROGS) \
-            $(if $(HAVE_CXX),$(TWO_FORM_CXX) $(TWO_FORM_CXX:=.static))
+            $(if $(HAVE_CXX),$(TWO_FORM_CXX) $(TWO_FORM_CXX:=.static) $(CXX_PLUGIN))
 
 test-units: $(UNIT_PROGS)
 
@@ -108,7 +113,7 @@ $(TEST_BUILD)/%.fullstatic: tests/api/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(
 $(TEST_BUILD)/%.fullstatic: tests/stress/%.c $(TEST_HDRS) $(BUILD)/libhakmem.a | $(TEST_BUILD)
 	$(CC) $(TEST_CFLAGS) -static -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
 
-# ---- tests/oom, tests/lifecycle: the same two forms, C and C++ ---------------------------
+# ---- tests/oom, tests/lifecycle, tests/cxx: the same two forms, C and C++ -------------------
 
 $(TWO_FORM_C): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS)
 	@mkdir -p $(@D)
@@ -122,6 +127,10 @@ $(TWO_FORM_CXX): $(TEST_BUILD)/%: tests/%.cpp $(TEST_HDRS)
 $(TWO_FORM_CXX:=.static): $(TEST_BUILD)/%.static: tests/%.cpp $(TEST_HDRS) $(BUILD)/libhakmem.a
 	@mkdir -p $(@D)
 	$(CXX) $(TEST_CXXFLAGS) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
+
+$(CXX_PLUGIN): tests/cxx/plugin/cxxplugin.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(TEST_CXXFLAGS) -shared -fPIC -o $@ $<
 
 # ---- libc-only programs run under LD_PRELOAD; programs on the hak_* API ---------------------
 
