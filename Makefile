@@ -42,14 +42,19 @@ $(BUILD)/debug:
 $(BUILD)/debug/hakmem.o: $(SRC_ALL) | $(BUILD)/debug
 	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@
 
-$(BUILD)/libhakmem.so: $(BUILD)/obj/hakmem.o
-	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $< $(LDLIBS_LIB)
+# The shared library alone replaces pthread_create (src/override_pthread.c says why).
+$(BUILD)/obj/override_pthread.o: src/override_pthread.c $(SRC_ALL) | $(BUILD)/obj
+	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -c src/override_pthread.c -o $@
+$(BUILD)/libhakmem.so: $(BUILD)/obj/hakmem.o $(BUILD)/obj/override_pthread.o
+	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/libhakmem.a: $(BUILD)/obj/hakmem.o
 	rm -f $@ && ar rcs $@ $<
 $(BUILD)/libhakmem_api.a: $(BUILD)/obj/hakmem_api.o
 	rm -f $@ && ar rcs $@ $<
-$(BUILD)/debug/libhakmem.so: $(BUILD)/debug/hakmem.o
-	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $< $(LDLIBS_LIB)
+$(BUILD)/debug/override_pthread.o: src/override_pthread.c $(SRC_ALL) | $(BUILD)/debug
+	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -c src/override_pthread.c -o $@
+$(BUILD)/debug/libhakmem.so: $(BUILD)/debug/hakmem.o $(BUILD)/debug/override_pthread.o
+	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/debug/libhakmem.a: $(BUILD)/debug/hakmem.o
 	rm -f $@ && ar rcs $@ $<
 

@@ -63,7 +63,7 @@ for u in "$@"; do
     fi
 done
 # issue 8's pattern: calloc, trading, idle owners, the purge thread reclaiming for them
-run "calloc_churn" "$dir/calloc_churn" --hakmem 8 4 8000
+run "calloc_churn" "$dir/calloc_churn" --hakmem --purge-thread 8 4 8000
 # issue 9's pattern: huge blocks grown, shrunk and moved by realloc while superslabs are
 # mapped and unmapped around them (empty superslabs unmapped at once, no BigCache)
 run "huge_realloc_mt" env HAKMEM_SUPERSLAB_RETAIN=0 HAKMEM_PURGE_DELAY_MS=0 \

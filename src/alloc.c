@@ -40,7 +40,6 @@ static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
  * decision to clear it (issue 8). */
 static SLOW_PATH void *alloc_slow(size_t c, size_t n, bool clear) {
     if (unlikely(_hak_thread_heap == &_hak_empty_heap)) hak_ensure_init();
-    hak_purge_thread_allocated();
     void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
     if (likely(b != NULL)) return b;
     return alloc_retry(c, n, clear);
@@ -53,7 +52,6 @@ static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
     for (int step = 0; p == NULL && _hak_policy_try_harder(step); step++)
         p = _hak_huge_alloc(n, align, zero);
     if (p == NULL) _hak_policy_out_of_memory(n);
-    hak_purge_thread_allocated();
     return p;
 }
 
@@ -202,7 +200,6 @@ static void *realloc_huge(hak_huge_t *h, void *p, size_t n) {
     for (int step = 0; q == NULL && _hak_policy_try_harder(step); step++)
         q = _hak_huge_realloc(h, p, n);
     if (q == NULL) _hak_policy_out_of_memory(n);
-    hak_purge_thread_allocated();
     _hak_purge_thread_poll();            /* the old block may have gone to the BigCache */
     return q;
 }

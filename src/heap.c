@@ -653,15 +653,12 @@ void _hak_heap_fork_parent(void) {
 /* In the child only the forking thread exists. Its heap may have spans whose notifier was
  * another thread, now gone: finish their hand-over here. Heaps of the other threads stay
  * as they were (their blocks may still be in use by the child and freed remotely). */
-bool _hak_heap_after_fork_child(void) {
+void _hak_heap_after_fork_child(void) {
     hak_lock_reset(&heaps_lock);
     hak_lock_reset(&aband_lock);
     if (late_heap != NULL) hak_lock_reset(&late_heap->lock);
     hak_heap_t *h = _hak_thread_heap;
-    bool others = false;
-    for (hak_heap_t *o = heaps_all; o != NULL; o = o->next_all)
-        others |= o->live && !o->shared && o != h;
-    if (h == &_hak_empty_heap) return others;
+    if (h == &_hak_empty_heap) return;
     hak_lock_reset(&h->lock);
     unpark_all(h, false);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
@@ -673,5 +670,4 @@ bool _hak_heap_after_fork_child(void) {
             list_push(&bin->partial, s);
         }
     }
-    return others;
 }

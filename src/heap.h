@@ -38,7 +38,7 @@ void _hak_heap_lock_all(void);
 void _hak_heap_unlock_all(void);
 void _hak_heap_fork_prepare(void);
 void _hak_heap_fork_parent(void);
-bool _hak_heap_after_fork_child(void);     /* true: the parent had other threads */
+void _hak_heap_after_fork_child(void);
 /* Statistics: every live thread's counters and what exited threads left, added to out. */
 void _hak_heap_stats_add(hak_stats_t *out);
 

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include "os.h"
 
 static _Atomic uintptr_t next_hint;   /* where the next aligned mapping probably fits */
@@ -264,6 +266,19 @@ static size_t proc_number(const char *path, const char *key) {
 size_t _hak_os_resident(size_t *peak) {
     if (peak) *peak = proc_number("/proc/self/status", "VmHWM:") * 1024;
     return proc_number("/proc/self/statm", NULL) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Park and wake for hakmem's own thread: a futex on a private word. */
+void _hak_os_wait(_Atomic int *word, int value) {
+    int saved = errno;
+    syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+    errno = saved;
+}
+
+void _hak_os_wake(_Atomic int *word) {
+    int saved = errno;
+    syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved;
 }
 
 uint64_t _hak_now_ms(void) {

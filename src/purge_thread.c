@@ -2,61 +2,66 @@
  *
  * Purging otherwise runs on the pool's slow paths, so a program that frees a burst and
  * then goes quiet would keep up to HAKMEM_DIRTY_MAX_MB resident for good (the complaint
- * users raise most against every allocator). Once free-but-resident memory passes a few
- * MiB, one background thread starts; every half purge delay it purges what has been free
- * for the delay, and it ends itself after a few rounds with nothing left to do.
+ * users raise most against every allocator). One background thread does it: every half
+ * purge delay it reclaims for idle owners and purges what has been free for the delay;
+ * after a few rounds with nothing to do it parks (a futex wait), and the next free that
+ * leaves more than a few MiB free and resident wakes it (one atomic test while it runs,
+ * a futex wake only on the change). It is never created from inside malloc or free, which
+ * the C library calls with its own locks held (pthread_join frees a stack under the lock
+ * pthread_create needs: a purge thread started from there deadlocked).
  *
- * A thread of hakmem's must never surprise the program, so it starts only:
- *   - in a program that has started threads of its own (a second thread allocated):
- *     a single-threaded program may rely on being single-threaded (unshare(CLONE_NEWUSER),
- *     some sandboxes, setns) and purges on its slow paths instead;
- *   - in a forked child, only once the child has allocated (a child that frees a little and
- *     execs must not get a thread), and never in a child of a multi-threaded parent;
- *   - with every signal blocked, and not with HAKMEM_PURGE_THREAD=off. */
+ * A thread of hakmem's must never surprise the program, so it is created only:
+ *   - when the program creates a thread of its own, from hakmem's pthread_create
+ *     (override_pthread.c, in libhakmem.so only): a single-threaded program may rely on
+ *     staying single-threaded (unshare(CLONE_NEWUSER), some sandboxes, setns), and a forked
+ *     child gets one only if it creates threads itself;
+ *   - with every signal blocked, and not with HAKMEM_PURGE_THREAD=off.
+ * A program linked with libhakmem.a has no thread (the C library's pthread_create stays);
+ * it purges on its slow paths. The hak_* API build (no malloc override, so the C library
+ * never calls into hakmem) starts it from a free once a second thread has used hakmem. */
 #include <signal.h>
 #include <time.h>
 #include "counters.h"
 #include "heap.h"
 #include "huge.h"
 #include "options.h"
+#include "os.h"
 #include "purge_thread.h"
 #include "superslab.h"
 
 #define PURGE_THREAD_MIN_DIRTY ((size_t)4 << 20)
 
-static _Atomic int purger_running;
-static _Atomic int purger_forbidden;    /* a child forked from a multi-threaded parent */
-_Atomic bool _hak_purge_child_waits;   /* a forked child that has not allocated yet */
+enum { NONE = 0, PARKED, AWAKE };
+static _Atomic int state;               /* NONE until created; then PARKED or AWAKE */
 
 static void *purger_main(void *arg) {
     (void)arg;
-    int idle_rounds = 0;
-    while (idle_rounds < 4) {
-        long ms = _hak_opt.purge_delay_ms / 2;
-        if (ms < 10) ms = 10;
-        struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-        nanosleep(&ts, NULL);
-        _hak_heap_reclaim_all(RECLAIM_IDLE_PAGES);   /* idle owners' memory first */
-        size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
-        HAK_STAT_ADD(purge_rounds, 1);
-        idle_rounds = left ? 0 : idle_rounds + 1;
+    for (;;) {
+        while (atomic_load_explicit(&state, memory_order_acquire) == PARKED)
+            _hak_os_wait((_Atomic int *)&state, PARKED);
+        int idle_rounds = 0;
+        while (idle_rounds < 4) {
+            long ms = _hak_opt.purge_delay_ms / 2;
+            if (ms < 10) ms = 10;
+            struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+            nanosleep(&ts, NULL);
+            _hak_heap_reclaim_all(RECLAIM_IDLE_PAGES);   /* idle owners' memory first */
+            size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
+            HAK_STAT_ADD(purge_rounds, 1);
+            idle_rounds = left ? 0 : idle_rounds + 1;
+        }
+        atomic_store_explicit(&state, PARKED, memory_order_release);
+        /* a wake-up that came between the last round and the store is caught at the poll's
+         * next call: enough free memory keeps it calling */
     }
-    atomic_store(&purger_running, 0);
     return NULL;
 }
 
-/* Called where no hakmem lock is held (pthread_create allocates, and that allocation must
- * be able to refill): starts the thread if it is worth it. */
-void _hak_purge_thread_poll(void) {
-    if (relaxed_load(&_hak_gstats.threads_total) < 2) return;      /* single-threaded so far */
-    if (atomic_load_explicit(&purger_running, memory_order_relaxed)) return;
-    if (_hak_pool_dirty() + _hak_huge_cached() < PURGE_THREAD_MIN_DIRTY) return;
-    if (!_hak_opt.purge_thread || atomic_load_explicit(&purger_forbidden, memory_order_relaxed)) return;
-    if (atomic_load_explicit(&_hak_purge_child_waits, memory_order_relaxed)) return;
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&purger_running, &expected, 1)) return;
-    /* the thread must not take the program's signals: it starts with all of them blocked */
-    sigset_t all, old;
+/* Creates the thread (parked) with the given pthread_create. */
+static void create(int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) {
+    int expected = NONE;
+    if (!_hak_opt.purge_thread || !atomic_compare_exchange_strong(&state, &expected, PARKED)) return;
+    sigset_t all, old;                   /* the program's signals are not the thread's */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_t attr;
@@ -64,18 +69,35 @@ void _hak_purge_thread_poll(void) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 * 1024);
     pthread_t t;
-    if (pthread_create(&t, &attr, purger_main, NULL) != 0) atomic_store(&purger_running, 0);
+    if (create_fn(&t, &attr, purger_main, NULL) != 0) atomic_store(&state, NONE);
     else HAK_STAT_ADD(purge_starts, 1);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* In a forked child the thread is gone. A child of a multi-threaded parent starts no thread
- * of its own (POSIX allows it only async-signal-safe calls until it execs, and thread
- * sanitizers refuse it); it purges on its slow paths as before. */
-void _hak_purge_thread_after_fork_child(bool parent_was_threaded) {
-    if (parent_was_threaded || atomic_load(&purger_running)) atomic_store(&purger_forbidden, 1);
-    atomic_store(&purger_running, 0);
-    atomic_store(&_hak_purge_child_waits, true);
+void _hak_purge_thread_program_threaded(
+        int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) {
+    if (atomic_load_explicit(&state, memory_order_relaxed) == NONE) create(create_fn);
 }
 
+/* From a slow path that freed memory, with no hakmem lock held: wakes the thread when there
+ * is enough to purge. */
+void _hak_purge_thread_poll(void) {
+    int st = atomic_load_explicit(&state, memory_order_relaxed);
+#ifdef HAKMEM_NO_OVERRIDE
+    if (st == NONE && relaxed_load(&_hak_gstats.threads_total) >= 2) {
+        create(pthread_create);          /* safe here: the C library never calls hak_free */
+        st = atomic_load_explicit(&state, memory_order_relaxed);
+    }
+#endif
+    if (st != PARKED) return;
+    if (_hak_pool_dirty() + _hak_huge_cached() < PURGE_THREAD_MIN_DIRTY || !_hak_opt.purge_thread)
+        return;
+    int expected = PARKED;
+    if (atomic_compare_exchange_strong(&state, &expected, AWAKE)) _hak_os_wake((_Atomic int *)&state);
+}
+
+/* In a forked child the thread is gone; the child gets one if it creates threads itself. */
+void _hak_purge_thread_after_fork_child(void) {
+    atomic_store(&state, NONE);
+}

@@ -3,17 +3,13 @@
 #define HAKMEM_PURGE_THREAD_H
 #include "internal.h"
 
-/* From a slow path that freed memory, with no hakmem lock held: starts the thread if it is
+/* From a slow path that freed memory, with no hakmem lock held: wakes the thread if it is
  * due. */
 void _hak_purge_thread_poll(void);
-void _hak_purge_thread_after_fork_child(bool parent_was_threaded);
-
-/* A forked child that has not allocated yet starts no thread (purge_thread.c). */
-extern _Atomic bool _hak_purge_child_waits;
-/* The program allocated: a forked child may start the thread from now on. */
-FAST_PATH void hak_purge_thread_allocated(void) {
-    if (unlikely(atomic_load_explicit(&_hak_purge_child_waits, memory_order_relaxed)))
-        atomic_store_explicit(&_hak_purge_child_waits, false, memory_order_relaxed);
-}
+/* The program created a thread (hakmem's pthread_create, override_pthread.c): hakmem's own
+ * may be created now, with the C library's pthread_create. */
+void _hak_purge_thread_program_threaded(
+        int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *));
+void _hak_purge_thread_after_fork_child(void);
 
 #endif

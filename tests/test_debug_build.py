@@ -12,7 +12,7 @@ PROGRAMS = [
     ("stress", ["8", "30000", "7", "2"], "stress", 300),
     ("fork_threads", ["20", "10"], "fork_threads", 300),
     ("thread_churn", ["1500", "8", "64"], "thread_churn", 300),
-    ("calloc_churn", [], "calloc_churn", 300),
+    ("calloc_churn", ["--purge-thread"], "calloc_churn", 300),
     ("lifecycle/thread_exit", ["3000"], "thread_exit", 300),
     ("huge_realloc_mt", ["2"], "huge_realloc_mt", 300),
     ("idle_owner", [], "idle_owner", 300),
