@@ -37,6 +37,14 @@ static void ss_remove(hak_superslab_t **head, hak_superslab_t *ss) {
     ss->list = SSL_NONE;
 }
 
+/* The pool lock, counting the operations that found it taken. */
+static void pool_take(void) {
+    if (unlikely(pthread_mutex_trylock(&pool_lock) != 0)) {
+        hak_lock(&pool_lock);
+        HAK_STAT_ADD_LOCKED(pool_waits, 1);
+    }
+}
+
 static void pool_unlock(void) {
     relaxed_store(&dirty_seen, dirty_bytes);
     hak_unlock(&pool_lock);
@@ -118,10 +126,12 @@ static size_t purge_ss(hak_superslab_t *ss) {
 static size_t purge_locked(uint64_t now, bool all) {
     size_t bytes = 0;
     uint64_t delay = (uint64_t)_hak_opt.purge_delay_ms;
+    uint64_t visits = 0;
     hak_superslab_t *lists[2] = { ss_partial, ss_empty };
     for (int k = 0; k < 2; k++)
-        for (hak_superslab_t *ss = lists[k]; ss != NULL; ss = ss->next)
+        for (hak_superslab_t *ss = lists[k]; ss != NULL; ss = ss->next, visits++)
             if (ss->dirty_mask && (all || now - ss->dirty_since >= delay)) bytes += purge_ss(ss);
+    HAK_STAT_ADD_LOCKED(pool_purge_visits, visits);
     return bytes;
 }
 
@@ -130,11 +140,13 @@ static size_t purge_locked(uint64_t now, bool all) {
 static void purge_oldest(size_t target) {
     while (dirty_bytes > target) {
         hak_superslab_t *oldest = NULL;
+        uint64_t visits = 0;
         hak_superslab_t *lists[2] = { ss_partial, ss_empty };
         for (int k = 0; k < 2; k++)
-            for (hak_superslab_t *ss = lists[k]; ss != NULL; ss = ss->next)
+            for (hak_superslab_t *ss = lists[k]; ss != NULL; ss = ss->next, visits++)
                 if (ss->dirty_mask && (oldest == NULL || ss->dirty_since < oldest->dirty_since))
                     oldest = ss;
+        HAK_STAT_ADD_LOCKED(pool_purge_visits, visits);
         if (oldest == NULL) return;
         purge_ss(oldest);
     }
@@ -144,7 +156,8 @@ static void purge_oldest(size_t target) {
  * at least `age` ms are unmapped. */
 static void unmap_empty(size_t keep, uint64_t now, uint64_t age) {
     hak_superslab_t *ss = ss_empty;
-    for (size_t i = 0; ss != NULL; i++) {
+    size_t i = 0;
+    for (; ss != NULL; i++) {
         hak_superslab_t *next = ss->next;
         if (i >= keep && now - ss->empty_since >= age) {
             ss_remove(&ss_empty, ss);
@@ -153,6 +166,7 @@ static void unmap_empty(size_t keep, uint64_t now, uint64_t age) {
         }
         ss = next;
     }
+    HAK_STAT_ADD_LOCKED(pool_purge_visits, i);
 }
 
 /* Beyond the retained ones, those idle for the purge delay (all: every one). */
@@ -174,20 +188,23 @@ static void maybe_purge(void) {
 
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     unsigned n = _hak_class_units[cls];
-    hak_lock(&pool_lock);
+    pool_take();
     hak_superslab_t *ss;
     int u = -1;
+    uint64_t visits = 0;
     /* Prefer free units that are still resident (no page faults, no RSS growth), in a
      * partly used superslab, then in an empty one; then clean units; then a new mapping. */
     int pass;
     for (pass = 0; pass < 4; pass++) {
         hak_superslab_t *list = (pass & 1) ? ss_empty : ss_partial;
         for (ss = list; ss != NULL; ss = ss->next) {
+            visits++;
             uint32_t avail = pass < 2 ? ss->free_mask & ss->dirty_mask : ss->free_mask;
             if ((u = find_run(avail, n)) >= 0) break;
         }
         if (ss != NULL) break;
     }
+    HAK_STAT_ADD_LOCKED(pool_visits, visits);
     if (ss == NULL && !map_new) {
         pool_unlock();
         return NULL;
@@ -212,6 +229,7 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     dirty_bytes -= (size_t)__builtin_popcount(dirty) * HAK_UNIT_SIZE;
     HAK_STAT_SUB(clean_bytes, (uint64_t)__builtin_popcount(m & ~dirty) * HAK_UNIT_SIZE);
     HAK_STAT_ADD(spans_live[cls], 1);
+    HAK_STAT_ADD_LOCKED(pool_acquires, 1);
     ss->dirty_mask &= ~m;
     if (ss->free_mask == 0) ss_remove(&ss_partial, ss), ss->list = SSL_FULL;
     uint16_t tc_off = (uint16_t)offsetof(hak_heap_t, tc[cls]);
@@ -255,7 +273,8 @@ void _hak_pool_release(hak_span_t *s) {
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_POOL;
     HAK_STAT_SUB(spans_live[s->cls], 1);
-    hak_lock(&pool_lock);
+    pool_take();
+    HAK_STAT_ADD_LOCKED(pool_releases, 1);
     for (unsigned k = u; k < u + n; k++) ss->unit[k].div_magic = 0;   /* no blocks here now */
     if (ss->dirty_mask == 0) ss->dirty_since = _hak_now_ms();
     ss->free_mask |= m;
@@ -274,7 +293,7 @@ void _hak_pool_release(hak_span_t *s) {
 
 /* The purge thread's round: what is past the purge delay, and idle empty superslabs. */
 size_t _hak_pool_purge_tick(void) {
-    hak_lock(&pool_lock);
+    pool_take();
     uint64_t now = _hak_now_ms();
     purge_locked(now, false);
     unmap_idle_empty(now, false);
@@ -286,7 +305,7 @@ size_t _hak_pool_purge_tick(void) {
 /* malloc_trim and friends: purge every free unit now (all) or what is past its delay;
  * unmap every empty superslab (unmap_all), or with `all` those beyond the retained ones. */
 size_t _hak_pool_purge(bool all, bool unmap_all) {
-    hak_lock(&pool_lock);
+    pool_take();
     uint64_t now = _hak_now_ms();
     size_t bytes = purge_locked(now, all);
     size_t before = n_empty;
