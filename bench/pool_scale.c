@@ -12,7 +12,12 @@
  * One operation: one replacement (a free and a malloc). Besides the usual fields the result
  * line carries vm_mib (address space the set-up added: VmSize), cpu_ns_per_op (user +
  * system CPU time of the timed phase per operation: on a machine with fewer cores than
- * threads, the cost that does not depend on how the threads are scheduled) and setup_s.
+ * threads, the cost that does not depend on how the threads are scheduled), minflt_per_op
+ * (page faults of the timed phase per operation: touching a block whose memory was
+ * purged), pair_p50_ns and pair_p99_ns (the time of the free and the malloc of one
+ * replacement, without the write that follows, clocked around the two calls: the median
+ * is what a span release and acquisition cost; a thread preempted inside the calls, or
+ * waiting for a lock, lands in the tail) and setup_s.
  * Under hakmem it also reads the pool's own counters through malloc_info (an element
  * <pool .../> that only hakmem prints) and reports, for the timed phase: acquires (spans
  * taken from the pool), visits_per_acq (superslabs examined per acquisition),
@@ -49,10 +54,11 @@ static void read_pool_counts(struct pool_counts *c)
     free(buf);
 }
 
-static double cpu_seconds(void)
+static double cpu_seconds(long *minflt)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    *minflt = ru.ru_minflt;
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
@@ -61,22 +67,34 @@ struct worker {
     pthread_t tid;
     long long nblocks, ops, id;
     void **blk;
+    uint32_t *lat;                           /* ns of each replacement's free + malloc */
     uint64_t rng;
 };
 
 static pthread_barrier_t barrier;
 static size_t size_lo, size_hi;
 
-static void *xmalloc_touch(size_t sz)
+static void *xmalloc(size_t sz)
 {
-    unsigned char *p = malloc(sz);
+    void *p = malloc(sz);
     if (__builtin_expect(p == NULL, 0)) {
         fprintf(stderr, "malloc(%zu) returned NULL\n", sz);
         exit(3);
     }
+    return p;
+}
+
+static void touch(unsigned char *p)
+{
     p[0] = 1;                                /* one page resident per block, no more */
     bench_escape(p);
-    return p;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 __attribute__((noinline))
@@ -84,9 +102,21 @@ static void bench_kernel(struct worker *w)
 {
     for (long long i = 0; i < w->ops; i++) {
         size_t k = (size_t)rng_below(&w->rng, (uint64_t)w->nblocks);
+        size_t sz = rng_range(&w->rng, size_lo, size_hi);
+        uint64_t t0 = now_ns();
         free(w->blk[k]);
-        w->blk[k] = xmalloc_touch(rng_range(&w->rng, size_lo, size_hi));
+        void *p = xmalloc(sz);
+        uint64_t t = now_ns() - t0;
+        w->lat[i] = t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+        touch(p);
+        w->blk[k] = p;
     }
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
 }
 
 static void *worker_main(void *arg)
@@ -94,8 +124,9 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     pthread_barrier_wait(&barrier);          /* set-up starts */
     w->blk = bench_xmalloc((size_t)w->nblocks * sizeof *w->blk);
+    w->lat = bench_xmalloc((size_t)w->ops * sizeof *w->lat);
     for (long long k = 0; k < w->nblocks; k++)
-        w->blk[k] = xmalloc_touch(rng_range(&w->rng, size_lo, size_hi));
+        touch(w->blk[k] = xmalloc(rng_range(&w->rng, size_lo, size_hi)));
     pthread_barrier_wait(&barrier);          /* set-up done */
     pthread_barrier_wait(&barrier);          /* timed phase starts */
     bench_kernel(w);
@@ -104,7 +135,7 @@ static void *worker_main(void *arg)
     for (long long k = 0; k < w->nblocks; k++)
         free(w->blk[k]);
     free(w->blk);
-    return NULL;
+    return NULL;                             /* main frees w->lat */
 }
 
 int main(int argc, char **argv)
@@ -149,17 +180,28 @@ int main(int argc, char **argv)
     long vm1 = bench_status_kb("VmSize");
     struct pool_counts c0, c1;
     read_pool_counts(&c0);
-    double cpu0 = cpu_seconds();
+    long flt0, flt1;
+    double cpu0 = cpu_seconds(&flt0);
     double t0 = bench_now();
     pthread_barrier_wait(&barrier);          /* timed phase starts */
     pthread_barrier_wait(&barrier);          /* timed phase done */
     double t1 = bench_now();
-    double cpu1 = cpu_seconds();
+    double cpu1 = cpu_seconds(&flt1);
     read_pool_counts(&c1);
     pthread_barrier_wait(&barrier);          /* counters read: the threads free their sets */
     for (long long t = 0; t < threads; t++)
         pthread_join(w[t].tid, NULL);
+    uint32_t *lat = bench_xmalloc((size_t)ops * sizeof *lat);
+    long long nlat = 0;
+    for (long long t = 0; t < threads; t++) {
+        memcpy(lat + nlat, w[t].lat, (size_t)w[t].ops * sizeof *lat);
+        nlat += w[t].ops;
+        free(w[t].lat);
+    }
     free(w);
+    qsort(lat, (size_t)nlat, sizeof *lat, cmp_u32);
+    uint32_t p50 = lat[nlat / 2], p99 = lat[nlat * 99 / 100];
+    free(lat);
 
     char pool[256] = "";
     if (c0.ok && c1.ok) {
@@ -173,8 +215,9 @@ int main(int argc, char **argv)
     }
     bench_report("pool_scale", (long)threads, ops, t1 - t0,
                  "live_mib=%lld min=%lld max=%lld seed=%lld vm_mib=%ld setup_s=%.3f "
-                 "cpu_ns_per_op=%.0f%s",
+                 "cpu_ns_per_op=%.0f minflt_per_op=%.3f pair_p50_ns=%u pair_p99_ns=%u%s",
                  live >> 20, lo, hi, seed, (vm1 - vm0) / 1024, setup,
-                 (cpu1 - cpu0) * 1e9 / (double)ops, pool);
+                 (cpu1 - cpu0) * 1e9 / (double)ops, (double)(flt1 - flt0) / (double)ops, p50, p99,
+                 pool);
     return 0;
 }

@@ -468,31 +468,39 @@ def summarize_records(cells, allocs, records):
     return summary
 
 
-# What pool_scale reports beyond throughput: its CPU time per operation, the address space
-# it mapped, and (hakmem only) the pool's own counts.
-POOL_KEYS = ("cpu_ns_per_op", "vm_mib", "superslabs", "visits_per_acq", "purge_visits_per_op", "waits_per_op")
+# What pool_scale reports beyond throughput: its CPU time per operation, the time of a free
+# and a malloc (median and 99th percentile), page faults, the address space it mapped, and
+# (hakmem only) the pool's own counts.
+POOL_KEYS = ("cpu_ns_per_op", "pair_p50_ns", "pair_p99_ns", "minflt_per_op", "vm_mib", "superslabs",
+             "visits_per_acq", "purge_visits_per_op", "waits_per_op")
 
 
 def pool_table(cells, allocs, summary):
-    """Markdown lines for the pool_scale cells: per allocator the CPU time per replacement and
-    the address space mapped; for hakmem also superslabs examined per acquisition, by purging
-    per pool operation, and how often the pool's lock was found taken."""
+    """Markdown lines for the pool_scale cells: per allocator the CPU time per replacement, the
+    time of its free + malloc (median, 99th percentile), page faults and the address space
+    mapped; for hakmem also superslabs examined per acquisition, by purging per pool
+    operation, and how often the pool's lock was found taken."""
     pool = [c for c in cells if c.prog == "pool_scale"]
     if not pool:
         return []
-    L = ["", "### Span pool scaling (`pool_scale`, medians)", "",
-         "| cell | allocator | CPU µs per replacement | mapped MiB | superslabs | visited per acquisition "
-         "| purge visits per pool op | lock found taken per pool op |",
-         "|---|---|---:|---:|---:|---:|---:|---:|"]
+    L = ["", "### Span pool scaling (`pool_scale`, medians of the runs)", "",
+         "| cell | allocator | CPU µs per replacement | free+malloc µs, median | 99th pct | page faults "
+         "per replacement | mapped MiB | superslabs | visited per acquisition | purge visits per pool op "
+         "| lock found taken per pool op |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def num(v, fmt):
         return "-" if v is None else fmt % v
 
+    def us(v):
+        return None if v is None else v / 1000.0
+
     for c in pool:
         for a in allocs:
             s = summary[c.name][a]
-            L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                c.name, a, num(s.get("cpu_ns_per_op") and s["cpu_ns_per_op"] / 1000.0, "%.2f"),
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c.name, a, num(us(s.get("cpu_ns_per_op")), "%.2f"), num(us(s.get("pair_p50_ns")), "%.2f"),
+                num(us(s.get("pair_p99_ns")), "%.1f"), num(s.get("minflt_per_op"), "%.3f"),
                 num(s.get("vm_mib"), "%.0f"), num(s.get("superslabs"), "%.0f"),
                 num(s.get("visits_per_acq"), "%.2f"), num(s.get("purge_visits_per_op"), "%.2f"),
                 num(s.get("waits_per_op"), "%.3f")))

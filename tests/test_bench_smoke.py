@@ -58,8 +58,9 @@ def test_workload_smoke(binaries, cell, allocator):
             assert r[k] > 0, k
     if cell.prog == "pool_scale":
         assert r["vm_mib"] > 0 and r["cpu_ns_per_op"] > 0
+        assert 0 < r["pair_p50_ns"] <= r["pair_p99_ns"] and r["minflt_per_op"] >= 0
         if allocator == "hakmem":             # the pool's counters, read through malloc_info
-            assert r["acquires"] > 0 and r["visits_per_acq"] >= 1 and r["superslabs"] > 0
+            assert r["acquires"] > 0 and r["visits_per_acq"] > 0 and r["superslabs"] > 0
     if cell.prog == "larson":
         assert r["remote_pct"] > 50, "most frees in Larson should be remote"
 
