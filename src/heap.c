@@ -46,7 +46,12 @@ static hak_heap_t *heaps_all, *heaps_free;
 static char *meta_cur, *meta_end;               /* carving area for heap structs */
 
 static pthread_mutex_t aband_lock = HAK_LOCK_INIT;
-static hak_span_t *abandoned[HAK_NCLASSES];     /* aband_lock; peeked at without it */
+static hak_span_t *abandoned[HAK_NCLASSES];     /* aband_lock */
+static _Atomic bool aband_any[HAK_NCLASSES];    /* abandoned[c] != NULL, for a peek without
+                                                   the lock (written under it) */
+
+/* After abandoned[c] changed (aband_lock held). */
+static void aband_note(size_t c) { relaxed_store(&aband_any[c], abandoned[c] != NULL); }
 
 static pthread_key_t thread_key;                /* its destructor ends a thread's heap */
 static _Atomic bool thread_key_ok;
@@ -191,11 +196,12 @@ static void drain_notified(hak_heap_t *h) {
 /* ---- adoption ------------------------------------------------------------------------- */
 
 static hak_span_t *adopt(hak_heap_t *h, size_t c) {
-    if (__atomic_load_n(&abandoned[c], __ATOMIC_RELAXED) == NULL) return NULL;   /* a hint */
+    if (!relaxed_load(&aband_any[c])) return NULL;   /* a hint */
     hak_lock(&aband_lock);
     hak_span_t *s = abandoned[c];
     if (s != NULL) {
         HAK_LIST_REMOVE(&abandoned[c], s);
+        aband_note(c);
         _hak_span_set_owner(s, h);
     }
     hak_unlock(&aband_lock);
@@ -209,6 +215,7 @@ static void abandon(hak_span_t *s) {
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_ABANDONED;
     HAK_LIST_PUSH(&abandoned[s->cls], s);
+    aband_note(s->cls);
     hak_unlock(&aband_lock);
 }
 
@@ -221,6 +228,7 @@ void _hak_heap_sweep_abandoned(void) {
             hak_span_t *next = s->next;
             if (all_home(s)) {
                 HAK_LIST_REMOVE(&abandoned[c], s);
+                aband_note(c);
                 span_release(s);
             }
             s = next;
@@ -367,6 +375,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     }
     HAK_DEBUG_FREED(p);
     HAK_LIST_REMOVE(&abandoned[s->cls], s);
+    aband_note(s->cls);
     _hak_span_set_owner(s, h);
     s->list = SPAN_LOOSE;
     hak_unlock(&aband_lock);
