@@ -21,8 +21,9 @@
  *                    purging takes the head, oldest first, and stops at the first not due
  *
  * with a bit per non-empty bin, so finding the smallest run of at least n units is one
- * count of trailing zeros, and every change of a superslab's masks refiles it in O(1)
- * (its runs are recomputed from the masks: at most 16 runs in 31 units). */
+ * count of trailing zeros, and every change of a superslab's masks refiles it in O(1): an
+ * acquisition recomputes its longest runs from the masks (a loop over at most 16 runs in
+ * 31 units), a release only extends them by the run through the units given back. */
 #include "counters.h"
 #include "diag.h"
 #include "list.h"
@@ -63,7 +64,14 @@ static unsigned longest_run(uint32_t m) {
     return best;
 }
 
-static void run_bin_set(hak_superslab_t *ss, unsigned k) {
+/* Length of the run of set bits of x through bit u (set; bit 0 of x is clear, u >= 1). */
+static unsigned run_through(uint32_t x, unsigned u) {
+    unsigned up = (unsigned)__builtin_ctzll(~((uint64_t)x >> u));
+    unsigned down = (unsigned)__builtin_clz(~(x << (HAK_UNITS - u)));
+    return up + down;
+}
+
+static inline __attribute__((always_inline)) void run_bin_set(hak_superslab_t *ss, unsigned k) {
     unsigned old = ss->run_bin;
     if (old == k) return;
     if (old != 0) {
@@ -77,7 +85,7 @@ static void run_bin_set(hak_superslab_t *ss, unsigned k) {
     ss->run_bin = (uint8_t)k;
 }
 
-static void dirty_bin_set(hak_superslab_t *ss, unsigned k) {
+static inline __attribute__((always_inline)) void dirty_bin_set(hak_superslab_t *ss, unsigned k) {
     unsigned old = ss->dirty_bin;
     if (old == k) return;
     if (old != 0) {
@@ -89,14 +97,6 @@ static void dirty_bin_set(hak_superslab_t *ss, unsigned k) {
         dirty_bits |= 1ull << k;
     }
     ss->dirty_bin = (uint8_t)k;
-}
-
-/* After ss's masks or its list changed: file it under its runs as they are now. The empty
- * list itself is kept by the callers (it is ordered by when a superslab emptied). */
-static void ss_refile(hak_superslab_t *ss) {
-    run_bin_set(ss, ss->list == SSL_PARTIAL ? longest_run(ss->free_mask) : 0);
-    unsigned d = longest_run(ss->free_mask & ss->dirty_mask);
-    dirty_bin_set(ss, d == 0 ? 0 : ss->list == SSL_EMPTY ? HAK_UNITS + d : d);
 }
 
 /* ss has no dirty unit any more: it leaves the age list. */
@@ -281,17 +281,22 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     int u = find_run(avail, n);
     hak_assert(u > 0);
     uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
-    ss->free_mask &= ~m;
     uint32_t dirty = ss->dirty_mask & m;
+    ss->free_mask &= ~m;
     bool zero = ((dirty | ss->stale_mask) & m) == 0;
     ss->stale_mask &= ~m;
-    dirty_bytes -= (size_t)__builtin_popcount(dirty) * HAK_UNIT_SIZE;
-    HAK_STAT_SUB(clean_bytes, (uint64_t)__builtin_popcount(m & ~dirty) * HAK_UNIT_SIZE);
+    unsigned nd = dirty == 0 ? 0 : dirty == m ? n : (unsigned)__builtin_popcount(dirty);
+    dirty_bytes -= (size_t)nd * HAK_UNIT_SIZE;
+    if (nd < n) HAK_STAT_SUB(clean_bytes, (uint64_t)(n - nd) * HAK_UNIT_SIZE);
     HAK_STAT_ADD(spans_live[cls], 1);
     HAK_STAT_ADD_LOCKED(pool_acquires, 1);
     if (dirty != 0 && (ss->dirty_mask &= ~m) == 0) ss_now_clean(ss);
     ss->list = ss->free_mask == 0 ? SSL_FULL : SSL_PARTIAL;
-    ss_refile(ss);
+    /* Refiled at its runs as they are now; its free dirty units stay as they were unless
+     * some were taken (an empty superslab's bin moves down by 32). */
+    run_bin_set(ss, ss->free_mask == 0 ? 0 : longest_run(ss->free_mask));
+    unsigned drun = ss->dirty_bin & (HAK_UNITS - 1);
+    dirty_bin_set(ss, dirty != 0 ? longest_run(ss->free_mask & ss->dirty_mask) : drun);
     uint16_t tc_off = (uint16_t)offsetof(hak_heap_t, tc[cls]);
     uint32_t bsize = _hak_class_size[cls];
     uint32_t end_off = (uint32_t)((size_t)n * HAK_UNIT_SIZE / bsize * bsize);
@@ -343,16 +348,23 @@ void _hak_pool_release(hak_span_t *s) {
     ss->free_mask |= m;
     ss->dirty_mask |= m;
     dirty_bytes += (size_t)n * HAK_UNIT_SIZE;
+    /* Runs only grow here: the longest is the old one or the run through the new units
+     * (a superslab not empty before is filed at its longest runs; full: at none). */
+    unsigned d = run_through(ss->free_mask & ss->dirty_mask, u);
+    if (d < ss->dirty_bin) d = ss->dirty_bin;
     if (ss->free_mask == HAK_UNITS_ALL) {
         run_bin_set(ss, 0);               /* run_link moves to the empty list */
         ss->list = SSL_EMPTY;
         ss->empty_since = _hak_now_ms();
         HAK_QUEUE_PUSH_FRONT(&ss_empty, ss, run_link);
         n_empty++;
+        d += HAK_UNITS;
     } else {
+        unsigned f = run_through(ss->free_mask, u);
         ss->list = SSL_PARTIAL;
+        run_bin_set(ss, f > ss->run_bin ? f : ss->run_bin);
     }
-    ss_refile(ss);
+    dirty_bin_set(ss, d);
     maybe_purge();
     pool_unlock();
 }
