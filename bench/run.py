@@ -98,12 +98,15 @@ class Cell:
 
     args: arguments common to every mode; per-mode arguments (operation counts) come from
     quick, full and smoke; instr is a pair (big, small) of argument dicts for the callgrind
-    mode, or None when the cell is not measured there (multi-threaded or page-fault bound)."""
+    mode, or None when the cell is not measured there (multi-threaded or page-fault bound).
+    on_demand: the cell runs only when --only names it (a slow, special-purpose cell), in
+    any mode; the smoke test runs it like every other."""
 
-    def __init__(self, name, prog, args, quick, full, smoke, instr=None, unit="ops/s", what=""):
+    def __init__(self, name, prog, args, quick, full, smoke, instr=None, unit="ops/s", what="",
+                 on_demand=False):
         self.name, self.prog, self.args = name, prog, dict(args)
         self.modes = {"quick": dict(quick), "full": dict(full), "smoke": dict(smoke)}
-        self.instr, self.unit, self.what = instr, unit, what
+        self.instr, self.unit, self.what, self.on_demand = instr, unit, what, on_demand
 
     def argv(self, mode, extra=None):
         a = dict(self.args)
@@ -155,6 +158,14 @@ def _cells():
     c.append(Cell("memory", "memory", {},
                   quick={"bytes": "128Mi"}, full={"bytes": "1Gi"}, smoke={"bytes": "8Mi", "idle-ms": 50},
                   what="burst of small blocks, 90% freed, 1 s idle (RSS)"))
+    # The span pool's scaling (docs/BENCHMARKS.md, "Scaling"): about 10 GiB of superslabs
+    # mapped by hakmem, large blocks replaced by 1, 16 and 64 threads. Slow under an
+    # allocator whose pool scans, and 10 GiB of address space: only with --only pool_scale.
+    for t in (1, 16, 64):
+        c.append(Cell("pool_scale_%dT" % t, "pool_scale", {"threads": t, "live": "7936Mi"},
+                      quick={"ops": "100k"}, full={"ops": "200k"}, smoke={"live": "128Mi", "ops": 4000},
+                      what="span acquisition, ~10 GiB of superslabs, %d thread%s" % (t, "s" if t > 1 else ""),
+                      on_demand=True))
     return c
 
 
@@ -443,7 +454,7 @@ def summarize_records(cells, allocs, records):
             fails = [r for r in recs if not r["result"]]
             s = summarize([x["ops_per_sec"] for x in ok])
             s["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
-            for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb", "minflt", "csw"):
+            for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb", "minflt", "csw") + POOL_KEYS:
                 vals = [x[key] for x in ok if key in x]
                 if vals:
                     s[key] = statistics.median(vals)
@@ -455,6 +466,45 @@ def summarize_records(cells, allocs, records):
             rows[a].update(cmp_[a])
         summary[cell.name] = rows
     return summary
+
+
+# What pool_scale reports beyond throughput: its CPU time per operation, the time of a free
+# and a malloc (median and 99th percentile), page faults, the address space it mapped, and
+# (hakmem only) the pool's own counts.
+POOL_KEYS = ("cpu_ns_per_op", "pair_p50_ns", "pair_p99_ns", "minflt_per_op", "vm_mib", "superslabs",
+             "visits_per_acq", "purge_visits_per_op", "waits_per_op")
+
+
+def pool_table(cells, allocs, summary):
+    """Markdown lines for the pool_scale cells: per allocator the CPU time per replacement, the
+    time of its free + malloc (median, 99th percentile), page faults and the address space
+    mapped; for hakmem also superslabs examined per acquisition, by purging per pool
+    operation, and how often the pool's lock was found taken."""
+    pool = [c for c in cells if c.prog == "pool_scale"]
+    if not pool:
+        return []
+    L = ["", "### Span pool scaling (`pool_scale`, medians of the runs)", "",
+         "| cell | allocator | CPU µs per replacement | free+malloc µs, median | 99th pct | page faults "
+         "per replacement | mapped MiB | superslabs | visited per acquisition | purge visits per pool op "
+         "| lock found taken per pool op |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def num(v, fmt):
+        return "-" if v is None else fmt % v
+
+    def us(v):
+        return None if v is None else v / 1000.0
+
+    for c in pool:
+        for a in allocs:
+            s = summary[c.name][a]
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c.name, a, num(us(s.get("cpu_ns_per_op")), "%.2f"), num(us(s.get("pair_p50_ns")), "%.2f"),
+                num(us(s.get("pair_p99_ns")), "%.1f"), num(s.get("minflt_per_op"), "%.3f"),
+                num(s.get("vm_mib"), "%.0f"), num(s.get("superslabs"), "%.0f"),
+                num(s.get("visits_per_acq"), "%.2f"), num(s.get("purge_visits_per_op"), "%.2f"),
+                num(s.get("waits_per_op"), "%.3f")))
+    return L
 
 
 def _rel(path):
@@ -540,6 +590,7 @@ def markdown_tables(cells, allocs, summary, meta):
             s = rows[a]
             L.append("| %s | %s | %s | %s | %s |" % (a, fmt_mib(s["peak_rss_kb"]), fmt_mib(s.get("rss_after_free_kb")),
                                                       fmt_mib(s.get("rss_idle_kb")), fmt_mib(s.get("rss_trim_kb"))))
+    L += pool_table(cells, allocs, summary)
     fails = [(c.name, a, summary[c.name][a]["first_failure"]) for c in cells for a in names
              if summary[c.name][a]["first_failure"]]
     if fails:
@@ -850,6 +901,8 @@ def select_cells(patterns, instr=False):
     if patterns:
         rx = [re.compile(p) for p in patterns]
         cells = [c for c in cells if any(r.search(c.name) for r in rx)]
+    else:
+        cells = [c for c in cells if not c.on_demand]
     return cells
 
 

@@ -17,10 +17,19 @@ typedef struct hak_gstats_s {
     _Atomic uint64_t purge_starts, purge_rounds;       /* the background purge thread */
     _Atomic uint64_t reclaimed_spans;                  /* spans reclaimed for idle owners */
     _Atomic uint64_t out_of_memory;                    /* allocations failed with ENOMEM */
+    /* The span pool's work (superslab.c; written under its lock, read by malloc_info and
+     * bench/pool_scale.c): spans acquired and released, superslabs examined to find a
+     * span and to purge or unmap, and pool operations that found the lock taken. */
+    _Atomic uint64_t pool_acquires, pool_releases;
+    _Atomic uint64_t pool_visits, pool_purge_visits;
+    _Atomic uint64_t pool_waits;
 } hak_gstats_t;
 extern hak_gstats_t _hak_gstats;
 #define HAK_STAT_ADD(field, v) atomic_fetch_add_explicit(&_hak_gstats.field, (v), memory_order_relaxed)
 #define HAK_STAT_SUB(field, v) atomic_fetch_sub_explicit(&_hak_gstats.field, (v), memory_order_relaxed)
+/* A counter only one lock's holder writes: a plain add, no locked instruction. */
+#define HAK_STAT_ADD_LOCKED(field, v) \
+    relaxed_store(&_hak_gstats.field, relaxed_load(&_hak_gstats.field) + (v))
 void _hak_counters_note_mapped(void);     /* after mapping more: update the peak */
 
 #endif

@@ -159,7 +159,15 @@ int _hak_malloc_info(int options, FILE *fp) {
     }
     fprintf(fp, "<total type=\"mapped\" size=\"%zu\"/>\n<total type=\"committed\" size=\"%zu\"/>\n"
                 "<total type=\"resident\" size=\"%zu\"/>\n<total type=\"purged\" size=\"%zu\"/>\n"
-                "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n</malloc>\n",
+                "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n",
             st.mapped, st.committed, st.resident, st.purged, st.mapped, st.mapped_peak);
+    /* the span pool's work (bench/pool_scale.c reads it) */
+    fprintf(fp, "<pool acquires=\"%llu\" releases=\"%llu\" visits=\"%llu\" purge_visits=\"%llu\" "
+                "waits=\"%llu\" superslabs=\"%llu\"/>\n</malloc>\n",
+            (unsigned long long)relaxed_load(&_hak_gstats.pool_acquires),
+            (unsigned long long)relaxed_load(&_hak_gstats.pool_releases),
+            (unsigned long long)relaxed_load(&_hak_gstats.pool_visits),
+            (unsigned long long)relaxed_load(&_hak_gstats.pool_purge_visits),
+            (unsigned long long)relaxed_load(&_hak_gstats.pool_waits), st.superslabs_live);
     return 0;
 }

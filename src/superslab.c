@@ -7,7 +7,23 @@
  * passes its cap. Empty superslabs beyond the retain count are unmapped once they have
  * stayed empty for the purge delay: unmapping at once made a program that frees and
  * allocates in waves pay mmap, munmap and a page fault per page every wave. All of this
- * runs under one lock, taken once per span (64 KiB or more), never per block. */
+ * runs under one lock, taken once per span (64 KiB or more), never per block.
+ *
+ * Nothing under the lock walks the superslabs (issue 11: with 10 GiB mapped, a walk cost
+ * 3,500 superslabs per span). Each free superslab is filed where acquisition looks:
+ *
+ *   run_bins[k]      partly used superslabs whose longest run of free units is k (1..30)
+ *   ss_empty         empty ones, most recently emptied first (unmapping takes the tail)
+ *   dirty_bins[k]    superslabs whose longest run of free *dirty* units is k: partly used
+ *                    ones at k, empty ones at 32 + k
+ *   ss_aged          superslabs with dirty units, in the order they became dirty (a
+ *                    superslab's dirty_since is set only then, so the list stays sorted):
+ *                    purging takes the head, oldest first, and stops at the first not due
+ *
+ * with a bit per non-empty bin, so finding the smallest run of at least n units is one
+ * count of trailing zeros, and every change of a superslab's masks refiles it in O(1): an
+ * acquisition recomputes its longest runs from the masks (a loop over at most 16 runs in
+ * 31 units), a release only extends them by the run through the units given back. */
 #include "counters.h"
 #include "diag.h"
 #include "list.h"
@@ -18,23 +34,82 @@
 
 enum { SSL_NONE = 0, SSL_PARTIAL, SSL_EMPTY, SSL_FULL };
 
+typedef struct ss_queue_s {
+    hak_superslab_t *head, *tail;
+} ss_queue_t;
+
 static pthread_mutex_t pool_lock = HAK_LOCK_INIT;
-static hak_superslab_t *ss_partial;      /* some units free */
-static hak_superslab_t *ss_empty;        /* every unit free */
+static ss_queue_t run_bins[HAK_UNITS];   /* partly used, by longest free run */
+static ss_queue_t dirty_bins[2 * HAK_UNITS];   /* by longest free dirty run (+32: empty) */
+static uint32_t run_bits;                /* bit k: run_bins[k] holds a superslab */
+static uint64_t dirty_bits;              /* bit k: dirty_bins[k] holds a superslab */
+static ss_queue_t ss_empty;              /* every unit free, most recently emptied first */
+static ss_queue_t ss_aged;               /* some unit dirty, oldest dirty_since first */
 static size_t n_empty;
 static size_t dirty_bytes;               /* free but resident */
 static _Atomic size_t dirty_seen;        /* dirty_bytes as of the last unlock, for readers
                                             without the lock (the purge thread's poll) */
 static uint64_t next_purge_at;
 
-static void ss_push(hak_superslab_t **head, hak_superslab_t *ss, uint8_t list) {
-    HAK_LIST_PUSH(head, ss);
-    ss->list = list;
+/* Length of the longest run of set bits. */
+static unsigned longest_run(uint32_t m) {
+    unsigned best = 0;
+    while (m != 0) {
+        unsigned u = (unsigned)__builtin_ctz(m);
+        uint64_t rest = (uint64_t)m >> u;
+        unsigned n = (unsigned)__builtin_ctzll(~rest);     /* rest has zeros above bit 31 */
+        if (n > best) best = n;
+        m = (uint32_t)(rest >> n << (u + n));
+    }
+    return best;
 }
 
-static void ss_remove(hak_superslab_t **head, hak_superslab_t *ss) {
-    HAK_LIST_REMOVE(head, ss);
-    ss->list = SSL_NONE;
+/* Length of the run of set bits of x through bit u (set; bit 0 of x is clear, u >= 1). */
+static unsigned run_through(uint32_t x, unsigned u) {
+    unsigned up = (unsigned)__builtin_ctzll(~((uint64_t)x >> u));
+    unsigned down = (unsigned)__builtin_clz(~(x << (HAK_UNITS - u)));
+    return up + down;
+}
+
+static inline __attribute__((always_inline)) void run_bin_set(hak_superslab_t *ss, unsigned k) {
+    unsigned old = ss->run_bin;
+    if (old == k) return;
+    if (old != 0) {
+        HAK_QUEUE_REMOVE(&run_bins[old], ss, run_link);
+        if (run_bins[old].head == NULL) run_bits &= ~(1u << old);
+    }
+    if (k != 0) {
+        HAK_QUEUE_PUSH_FRONT(&run_bins[k], ss, run_link);
+        run_bits |= 1u << k;
+    }
+    ss->run_bin = (uint8_t)k;
+}
+
+static inline __attribute__((always_inline)) void dirty_bin_set(hak_superslab_t *ss, unsigned k) {
+    unsigned old = ss->dirty_bin;
+    if (old == k) return;
+    if (old != 0) {
+        HAK_QUEUE_REMOVE(&dirty_bins[old], ss, dirty_link);
+        if (dirty_bins[old].head == NULL) dirty_bits &= ~(1ull << old);
+    }
+    if (k != 0) {
+        HAK_QUEUE_PUSH_FRONT(&dirty_bins[k], ss, dirty_link);
+        dirty_bits |= 1ull << k;
+    }
+    ss->dirty_bin = (uint8_t)k;
+}
+
+/* ss has no dirty unit any more: it leaves the age list. */
+static void ss_now_clean(hak_superslab_t *ss) {
+    HAK_QUEUE_REMOVE(&ss_aged, ss, age_link);
+}
+
+/* The pool lock, counting the operations that found it taken. */
+static void pool_take(void) {
+    if (unlikely(pthread_mutex_trylock(&pool_lock) != 0)) {
+        hak_lock(&pool_lock);
+        HAK_STAT_ADD_LOCKED(pool_waits, 1);
+    }
 }
 
 static void pool_unlock(void) {
@@ -79,7 +154,10 @@ static hak_superslab_t *ss_map(void) {
     return ss;
 }
 
+/* An empty superslab, already off the empty list, goes back to the kernel. */
 static void ss_unmap(hak_superslab_t *ss) {
+    if (ss->dirty_mask != 0) ss_now_clean(ss);
+    dirty_bin_set(ss, 0);
     dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
     HAK_STAT_SUB(superslabs_live, 1);
     HAK_STAT_SUB(ss_mapped, HAK_SS_SIZE);
@@ -97,14 +175,14 @@ static int find_run(uint32_t free_mask, unsigned n) {
     return m ? __builtin_ctz(m) : -1;
 }
 
+/* Every dirty unit of ss is purged; ss leaves the age list and the dirty bins. */
 static size_t purge_ss(hak_superslab_t *ss) {
     uint32_t d = ss->dirty_mask;
     size_t bytes = 0;
     while (d) {
         unsigned u = (unsigned)__builtin_ctz(d);
-        unsigned n = (unsigned)__builtin_ctz(~(d >> u));   /* length of the run */
-        if (n == 0 || u + n > HAK_UNITS) n = HAK_UNITS - u;
-        uint32_t run = n == 32 ? ~0u : (((1u << n) - 1) << u);
+        unsigned n = (unsigned)__builtin_ctzll(~((uint64_t)d >> u));   /* length of the run */
+        uint32_t run = (uint32_t)((((uint64_t)1 << n) - 1) << u);
         if (_hak_os_purge((char *)ss + (size_t)u * HAK_UNIT_SIZE, (size_t)n * HAK_UNIT_SIZE))
             ss->stale_mask &= ~run;
         else
@@ -112,50 +190,41 @@ static size_t purge_ss(hak_superslab_t *ss) {
         bytes += (size_t)n * HAK_UNIT_SIZE;
         d &= ~run;
     }
-    dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
+    dirty_bytes -= bytes;
     ss->dirty_mask = 0;
+    ss_now_clean(ss);
+    dirty_bin_set(ss, 0);
     HAK_STAT_ADD(purged_total, bytes);
     HAK_STAT_ADD(clean_bytes, bytes);
+    HAK_STAT_ADD_LOCKED(pool_purge_visits, 1);
     return bytes;
 }
 
-static size_t purge_locked(uint64_t now, bool all) {
+/* What has been dirty for the purge delay (all: everything dirty), oldest first. */
+static size_t purge_due(uint64_t now, bool all) {
     size_t bytes = 0;
     uint64_t delay = (uint64_t)_hak_opt.purge_delay_ms;
-    hak_superslab_t *lists[2] = { ss_partial, ss_empty };
-    for (int k = 0; k < 2; k++)
-        for (hak_superslab_t *ss = lists[k]; ss != NULL; ss = ss->next)
-            if (ss->dirty_mask && (all || now - ss->dirty_since >= delay)) bytes += purge_ss(ss);
+    hak_superslab_t *ss;
+    while ((ss = ss_aged.head) != NULL && (all || now - ss->dirty_since >= delay))
+        bytes += purge_ss(ss);
     return bytes;
 }
 
 /* Over the cap: purge the superslabs dirty the longest until half the cap is left, so the
  * memory most likely to be reused soon stays resident. */
 static void purge_oldest(size_t target) {
-    while (dirty_bytes > target) {
-        hak_superslab_t *oldest = NULL;
-        hak_superslab_t *lists[2] = { ss_partial, ss_empty };
-        for (int k = 0; k < 2; k++)
-            for (hak_superslab_t *ss = lists[k]; ss != NULL; ss = ss->next)
-                if (ss->dirty_mask && (oldest == NULL || ss->dirty_since < oldest->dirty_since))
-                    oldest = ss;
-        if (oldest == NULL) return;
-        purge_ss(oldest);
-    }
+    while (dirty_bytes > target && ss_aged.head != NULL) purge_ss(ss_aged.head);
 }
 
 /* Empty superslabs, most recently emptied first: beyond the first `keep`, those empty for
- * at least `age` ms are unmapped. */
+ * at least `age` ms are unmapped — a tail of the list, which is ordered by empty_since. */
 static void unmap_empty(size_t keep, uint64_t now, uint64_t age) {
-    hak_superslab_t *ss = ss_empty;
-    for (size_t i = 0; ss != NULL; i++) {
-        hak_superslab_t *next = ss->next;
-        if (i >= keep && now - ss->empty_since >= age) {
-            ss_remove(&ss_empty, ss);
-            n_empty--;
-            ss_unmap(ss);
-        }
-        ss = next;
+    hak_superslab_t *ss;
+    while (n_empty > keep && (ss = ss_empty.tail) != NULL && now - ss->empty_since >= age) {
+        HAK_QUEUE_REMOVE(&ss_empty, ss, run_link);
+        n_empty--;
+        HAK_STAT_ADD_LOCKED(pool_purge_visits, 1);
+        ss_unmap(ss);
     }
 }
 
@@ -171,53 +240,67 @@ static void maybe_purge(void) {
     if (dirty_bytes == 0 && n_empty <= (size_t)_hak_opt.superslab_retain) return;
     uint64_t now = _hak_now_ms();
     if (now < next_purge_at) return;
-    purge_locked(now, false);
+    purge_due(now, false);
     unmap_idle_empty(now, false);
     next_purge_at = now + (uint64_t)_hak_opt.purge_delay_ms / 4 + 1;
 }
 
+/* Where a span of n units comes from: free units that are still resident (no page faults,
+ * no RSS growth), in a partly used superslab, then in an empty one; then any free units of
+ * a partly used superslab, then an empty one. Within each, the superslab whose qualifying
+ * run is shortest (best fit: long runs stay whole for long spans). *avail: the units of
+ * the superslab the run is to be taken from. NULL: none (a new mapping is needed). */
+static hak_superslab_t *pool_find(unsigned n, uint32_t *avail) {
+    uint64_t at_least = ~0ull << n;
+    /* dirty runs of n or more: partly used superslabs at bits n..31, empty ones at 32+n.. */
+    uint64_t b = dirty_bits & at_least & ((at_least << HAK_UNITS) | 0xffffffffull);
+    if (b != 0) {
+        hak_superslab_t *ss = dirty_bins[__builtin_ctzll(b)].head;
+        *avail = ss->free_mask & ss->dirty_mask;
+        return ss;
+    }
+    uint32_t r = run_bits & (~0u << n);
+    hak_superslab_t *ss = r != 0 ? run_bins[__builtin_ctz(r)].head : ss_empty.head;
+    if (ss != NULL) *avail = ss->free_mask;
+    return ss;
+}
+
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     unsigned n = _hak_class_units[cls];
-    hak_lock(&pool_lock);
-    hak_superslab_t *ss;
-    int u = -1;
-    /* Prefer free units that are still resident (no page faults, no RSS growth), in a
-     * partly used superslab, then in an empty one; then clean units; then a new mapping. */
-    int pass;
-    for (pass = 0; pass < 4; pass++) {
-        hak_superslab_t *list = (pass & 1) ? ss_empty : ss_partial;
-        for (ss = list; ss != NULL; ss = ss->next) {
-            uint32_t avail = pass < 2 ? ss->free_mask & ss->dirty_mask : ss->free_mask;
-            if ((u = find_run(avail, n)) >= 0) break;
+    pool_take();
+    uint32_t avail = 0;
+    hak_superslab_t *ss = pool_find(n, &avail);
+    if (ss != NULL) {
+        HAK_STAT_ADD_LOCKED(pool_visits, 1);
+        if (ss->list == SSL_EMPTY) {
+            HAK_QUEUE_REMOVE(&ss_empty, ss, run_link);
+            n_empty--;
         }
-        if (ss != NULL) break;
-    }
-    if (ss == NULL && !map_new) {
+    } else if (!map_new || (ss = ss_map()) == NULL) {
         pool_unlock();
         return NULL;
+    } else {
+        avail = ss->free_mask;
     }
-    if (ss != NULL && ss->list == SSL_EMPTY) {
-        ss_remove(&ss_empty, ss);
-        n_empty--;
-        ss_push(&ss_partial, ss, SSL_PARTIAL);
-    } else if (ss == NULL) {
-        if ((ss = ss_map()) == NULL) {
-            pool_unlock();
-            return NULL;
-        }
-        ss_push(&ss_partial, ss, SSL_PARTIAL);
-        u = find_run(ss->free_mask, n);
-    }
+    int u = find_run(avail, n);
+    hak_assert(u > 0);
     uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
-    ss->free_mask &= ~m;
     uint32_t dirty = ss->dirty_mask & m;
+    ss->free_mask &= ~m;
     bool zero = ((dirty | ss->stale_mask) & m) == 0;
     ss->stale_mask &= ~m;
-    dirty_bytes -= (size_t)__builtin_popcount(dirty) * HAK_UNIT_SIZE;
-    HAK_STAT_SUB(clean_bytes, (uint64_t)__builtin_popcount(m & ~dirty) * HAK_UNIT_SIZE);
+    unsigned nd = dirty == 0 ? 0 : dirty == m ? n : (unsigned)__builtin_popcount(dirty);
+    dirty_bytes -= (size_t)nd * HAK_UNIT_SIZE;
+    if (nd < n) HAK_STAT_SUB(clean_bytes, (uint64_t)(n - nd) * HAK_UNIT_SIZE);
     HAK_STAT_ADD(spans_live[cls], 1);
-    ss->dirty_mask &= ~m;
-    if (ss->free_mask == 0) ss_remove(&ss_partial, ss), ss->list = SSL_FULL;
+    HAK_STAT_ADD_LOCKED(pool_acquires, 1);
+    if (dirty != 0 && (ss->dirty_mask &= ~m) == 0) ss_now_clean(ss);
+    ss->list = ss->free_mask == 0 ? SSL_FULL : SSL_PARTIAL;
+    /* Refiled at its runs as they are now; its free dirty units stay as they were unless
+     * some were taken (an empty superslab's bin moves down by 32). */
+    run_bin_set(ss, ss->free_mask == 0 ? 0 : longest_run(ss->free_mask));
+    unsigned drun = ss->dirty_bin & (HAK_UNITS - 1);
+    dirty_bin_set(ss, dirty != 0 ? longest_run(ss->free_mask & ss->dirty_mask) : drun);
     /* Blocks end at the span's end (the slack comes first), except a span's single block,
      * which starts at the span's start (types.h, hak_unit_t). */
     uint32_t bsize = _hak_class_size[cls];
@@ -263,31 +346,45 @@ void _hak_pool_release(hak_span_t *s) {
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_POOL;
     HAK_STAT_SUB(spans_live[s->cls], 1);
-    hak_lock(&pool_lock);
+    pool_take();
+    HAK_STAT_ADD_LOCKED(pool_releases, 1);
     for (unsigned k = u; k < u + n; k++) {                        /* no blocks here now */
         ss->unit[k].div_magic = 0;
         ss->unit[k].in_use = 0;
     }
-    if (ss->dirty_mask == 0) ss->dirty_since = _hak_now_ms();
+    if (ss->dirty_mask == 0) {            /* dirty from now: the youngest on the age list */
+        ss->dirty_since = _hak_now_ms();
+        HAK_QUEUE_PUSH_BACK(&ss_aged, ss, age_link);
+    }
     ss->free_mask |= m;
     ss->dirty_mask |= m;
     dirty_bytes += (size_t)n * HAK_UNIT_SIZE;
-    if (ss->list == SSL_FULL) ss_push(&ss_partial, ss, SSL_PARTIAL);
+    /* Runs only grow here: the longest is the old one or the run through the new units
+     * (a superslab not empty before is filed at its longest runs; full: at none). */
+    unsigned d = run_through(ss->free_mask & ss->dirty_mask, u);
+    if (d < ss->dirty_bin) d = ss->dirty_bin;
     if (ss->free_mask == HAK_UNITS_ALL) {
-        ss_remove(&ss_partial, ss);
-        ss_push(&ss_empty, ss, SSL_EMPTY);
+        run_bin_set(ss, 0);               /* run_link moves to the empty list */
+        ss->list = SSL_EMPTY;
         ss->empty_since = _hak_now_ms();
+        HAK_QUEUE_PUSH_FRONT(&ss_empty, ss, run_link);
         n_empty++;
+        d += HAK_UNITS;
+    } else {
+        unsigned f = run_through(ss->free_mask, u);
+        ss->list = SSL_PARTIAL;
+        run_bin_set(ss, f > ss->run_bin ? f : ss->run_bin);
     }
+    dirty_bin_set(ss, d);
     maybe_purge();
     pool_unlock();
 }
 
 /* The purge thread's round: what is past the purge delay, and idle empty superslabs. */
 size_t _hak_pool_purge_tick(void) {
-    hak_lock(&pool_lock);
+    pool_take();
     uint64_t now = _hak_now_ms();
-    purge_locked(now, false);
+    purge_due(now, false);
     unmap_idle_empty(now, false);
     size_t left = dirty_bytes;
     pool_unlock();
@@ -297,15 +394,123 @@ size_t _hak_pool_purge_tick(void) {
 /* malloc_trim and friends: purge every free unit now (all) or what is past its delay;
  * unmap every empty superslab (unmap_all), or with `all` those beyond the retained ones. */
 size_t _hak_pool_purge(bool all, bool unmap_all) {
-    hak_lock(&pool_lock);
+    pool_take();
     uint64_t now = _hak_now_ms();
-    size_t bytes = purge_locked(now, all);
+    size_t bytes = purge_due(now, all);
     size_t before = n_empty;
     if (all && !unmap_all) unmap_empty((size_t)_hak_opt.superslab_retain, now, 0);
     else unmap_idle_empty(now, unmap_all);
     bytes += (before - n_empty) * HAK_SS_SIZE;
     pool_unlock();
     return bytes;
+}
+
+/* ---- the index's invariants, for tests/unit/unit_pool.c ------------------------------ */
+
+#define POOL_CHECK(cond, what) do { if (!(cond)) { why = (what); goto out; } } while (0)
+
+static bool queue_sound(const ss_queue_t *q, size_t link_off) {
+    const hak_superslab_t *prev = NULL, *ss = q->head;
+    while (ss != NULL) {
+        const hak_ss_link_t *l = (const hak_ss_link_t *)((const char *)ss + link_off);
+        if (l->prev != prev) return false;
+        prev = ss;
+        ss = l->next;
+    }
+    return q->tail == prev;
+}
+
+/* Walks every superslab the pool holds a free unit of (O(superslabs), under the lock) and
+ * returns NULL, or the first invariant it found broken: each is filed under its longest
+ * free run and its longest free dirty run, the bins' bits say which bins hold one, the
+ * empty list is ordered by when each emptied, the age list holds exactly the superslabs
+ * with dirty units in the order they became dirty, dirty and clean bytes match the masks,
+ * and for every span length the lookup finds a run in the most preferred kind of
+ * superslab that has one. */
+const char *_hak_pool_check(void) {
+    const char *why = NULL;
+    hak_lock(&pool_lock);
+    size_t dirty = 0, clean = 0, dirty_ss = 0, empties = 0;
+    /* per span length: is there a dirty run in a partly used superslab, in an empty one,
+     * any free run in a partly used one, an empty superslab at all */
+    bool have[HAK_UNITS][4];
+    memset(have, 0, sizeof have);
+    POOL_CHECK(queue_sound(&ss_empty, offsetof(hak_superslab_t, run_link)), "empty list links");
+    POOL_CHECK(queue_sound(&ss_aged, offsetof(hak_superslab_t, age_link)), "age list links");
+    for (unsigned k = 0; k < HAK_UNITS; k++) {
+        POOL_CHECK(queue_sound(&run_bins[k], offsetof(hak_superslab_t, run_link)), "run bin links");
+        POOL_CHECK((run_bins[k].head != NULL) == !!(run_bits & (1u << k)), "run bin bit");
+    }
+    for (unsigned k = 0; k < 2 * HAK_UNITS; k++) {
+        POOL_CHECK(queue_sound(&dirty_bins[k], offsetof(hak_superslab_t, dirty_link)), "dirty bin links");
+        POOL_CHECK((dirty_bins[k].head != NULL) == !!(dirty_bits & (1ull << k)), "dirty bin bit");
+        for (hak_superslab_t *ss = dirty_bins[k].head; ss != NULL; ss = ss->dirty_link.next)
+            POOL_CHECK(ss->dirty_bin == k, "superslab in a dirty bin not its own");
+    }
+    /* every superslab with a free unit: the partly used ones (run bins), then the empty */
+    for (unsigned k = 0; k <= HAK_UNITS; k++) {
+        hak_superslab_t *ss = k < HAK_UNITS ? run_bins[k].head : ss_empty.head;
+        uint64_t newer = UINT64_MAX;
+        for (; ss != NULL; ss = ss->run_link.next) {
+            bool empty = k == HAK_UNITS;
+            POOL_CHECK(ss->magic == HAK_SS_MAGIC, "superslab without its magic number");
+            POOL_CHECK(ss->list == (empty ? SSL_EMPTY : SSL_PARTIAL), "superslab on the wrong list");
+            POOL_CHECK(empty ? ss->free_mask == HAK_UNITS_ALL
+                             : ss->free_mask != 0 && ss->free_mask != HAK_UNITS_ALL,
+                       "free units do not match the list");
+            POOL_CHECK((ss->free_mask & ~HAK_UNITS_ALL) == 0, "unit 0 free");
+            unsigned run = longest_run(ss->free_mask);
+            POOL_CHECK(ss->run_bin == (empty ? 0 : run) && (empty || run == k), "wrong run bin");
+            if (empty) {
+                POOL_CHECK(ss->empty_since <= newer, "empty list out of order");
+                newer = ss->empty_since;
+                empties++;
+            }
+            POOL_CHECK((ss->dirty_mask & ~ss->free_mask) == 0, "a unit in use is dirty");
+            POOL_CHECK((ss->stale_mask & ~ss->free_mask) == 0, "a unit in use is stale");
+            unsigned d = longest_run(ss->free_mask & ss->dirty_mask);
+            POOL_CHECK(ss->dirty_bin == (d == 0 ? 0 : empty ? HAK_UNITS + d : d), "wrong dirty bin");
+            bool aged = ss->age_link.prev != NULL || ss_aged.head == ss;
+            POOL_CHECK(aged == (ss->dirty_mask != 0), "age list membership");
+            dirty_ss += ss->dirty_mask != 0;
+            dirty += (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
+            clean += (size_t)__builtin_popcount(ss->free_mask & ~ss->dirty_mask) * HAK_UNIT_SIZE;
+            for (unsigned n = 1; n < HAK_UNITS; n++) {
+                have[n][empty ? 1 : 0] |= find_run(ss->free_mask & ss->dirty_mask, n) > 0;
+                have[n][2] |= !empty && find_run(ss->free_mask, n) > 0;
+                have[n][3] |= empty;
+            }
+        }
+    }
+    POOL_CHECK(empties == n_empty, "n_empty");
+    POOL_CHECK(dirty == dirty_bytes, "dirty bytes do not match the dirty units");
+    POOL_CHECK(clean == relaxed_load(&_hak_gstats.clean_bytes), "clean bytes do not match the clean units");
+    size_t aged = 0;
+    uint64_t older = 0;
+    for (hak_superslab_t *ss = ss_aged.head; ss != NULL; ss = ss->age_link.next, aged++) {
+        POOL_CHECK(ss->dirty_mask != 0, "a clean superslab on the age list");
+        POOL_CHECK(ss->dirty_since >= older, "age list out of order");
+        older = ss->dirty_since;
+    }
+    POOL_CHECK(aged == dirty_ss, "a superslab on the age list is not in the pool");
+    for (unsigned n = 1; n < HAK_UNITS; n++) {
+        uint32_t avail = 0;
+        hak_superslab_t *ss = pool_find(n, &avail);
+        int want = have[n][0] ? 0 : have[n][1] ? 1 : have[n][2] ? 2 : have[n][3] ? 3 : -1;
+        if (want < 0) {
+            POOL_CHECK(ss == NULL, "lookup found a run that no superslab has");
+            continue;
+        }
+        POOL_CHECK(ss != NULL, "a free run the lookup does not find");
+        POOL_CHECK(find_run(avail, n) > 0, "lookup returned a superslab without the run");
+        bool empty = ss->list == SSL_EMPTY;
+        bool resident = avail == (ss->free_mask & ss->dirty_mask);
+        int got = resident && want <= 1 ? (empty ? 1 : 0) : (empty ? 3 : 2);
+        POOL_CHECK(got == want, "lookup passed over a more preferred run");
+    }
+out:
+    hak_unlock(&pool_lock);
+    return why;
 }
 
 void _hak_pool_lock(void) { hak_lock(&pool_lock); }

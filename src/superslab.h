@@ -32,6 +32,9 @@ void _hak_pool_release(hak_span_t *s);
 size_t _hak_pool_purge(bool all, bool unmap_all);   /* bytes returned to the OS */
 size_t _hak_pool_purge_tick(void);          /* purge what is due; bytes still dirty */
 size_t _hak_pool_dirty(void);               /* free but resident bytes (a relaxed read) */
+/* The pool's index checked against its superslabs (O(superslabs), for the unit tests):
+ * NULL, or the first invariant found broken. */
+const char *_hak_pool_check(void);
 void _hak_pool_lock(void);
 void _hak_pool_unlock(void);
 void _hak_pool_reset_lock(void);

@@ -128,16 +128,27 @@ typedef struct hak_unit_s {
     uint8_t  pad;
 } hak_unit_t;
 
+/* Links of a superslab in one of the pool's lists (list.h's HAK_QUEUE_*). */
+typedef struct hak_ss_link_s {
+    hak_superslab_t *next, *prev;
+} hak_ss_link_t;
+
 struct hak_superslab_s {
     hak_unit_t unit[HAK_UNITS];    /* first: free reads this and nothing else here */
     uint64_t magic;
-    uint32_t free_mask;            /* units not in any span (pool lock) */
+    /* The pool's, under its lock (superslab.c). */
+    uint32_t free_mask;            /* units not in any span */
     uint32_t dirty_mask;           /* free units touched since mapped or purged */
     uint32_t stale_mask;           /* free units purged with MADV_FREE: not known to be zero */
     uint64_t dirty_since;          /* ms when dirty_mask last became non-zero */
     uint64_t empty_since;          /* ms when the last span left (on the empty list) */
-    hak_superslab_t *next, *prev;  /* pool list: partial or empty */
-    uint8_t  list;                 /* which pool list */
+    hak_ss_link_t run_link;        /* partly used: in the bin of its longest free run;
+                                      empty: in the empty list */
+    hak_ss_link_t dirty_link;      /* in the bin of its longest run of free resident units */
+    hak_ss_link_t age_link;        /* with dirty units: in the list of them, oldest first */
+    uint8_t  list;                 /* partly used, empty or full */
+    uint8_t  run_bin;              /* the free-run bin it is in (0: none) */
+    uint8_t  dirty_bin;            /* the dirty-run bin it is in (0: none) */
     hak_span_t spans[HAK_UNITS] __attribute__((aligned(64)));  /* meta of span heads */
     /* Checked mode and debug builds only: a bit per block of the span headed at each unit,
      * set while the block is free (cached, on a free list or a remote list). Nothing else

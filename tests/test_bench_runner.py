@@ -219,6 +219,12 @@ def test_select_cells():
     instr = run.select_cells(None, instr=True)
     assert instr and all(c.instr for c in instr)
     assert "tiny_hot_64" in [c.name for c in instr]
+    # On-demand cells (pool_scale) run only when --only names them.
+    every = [c.name for c in run.select_cells(None)]
+    assert "pool" in every and not any(n.startswith("pool_scale") for n in every)
+    assert [c.name for c in run.select_cells(["^pool_scale"])] == ["pool_scale_1T", "pool_scale_16T",
+                                                                    "pool_scale_64T"]
+    assert not any(c.on_demand for c in run.select_cells(None, instr=True))
 
 
 # ---- reports ---------------------------------------------------------------------------------
@@ -276,6 +282,26 @@ def test_summarize_records_and_markdown():
     s2 = run.summarize_records(cells, no_hak, [r for r in recs if r["allocator"] != "hakmem"])
     md2 = run.markdown_tables(cells, no_hak, s2, _meta(no_hak))
     assert "best peer ÷ glibc" in md2 and "hakmem ÷" not in md2
+
+
+def test_markdown_pool_scale_table():
+    cells = [c for c in run.CELLS if c.name == "pool_scale_16T"]
+    allocs = {"glibc": None, "hakmem": "/h.so"}
+    recs = [_record("pool_scale_16T", "glibc", 0, 10.0, cpu_ns_per_op=5000.0, vm_mib=8000, pair_p50_ns=300,
+                    pair_p99_ns=4000, minflt_per_op=1.0),
+            _record("pool_scale_16T", "hakmem", 0, 20.0, cpu_ns_per_op=2500.0, vm_mib=10000, pair_p50_ns=250,
+                    pair_p99_ns=12000, minflt_per_op=0.02, superslabs=5100, visits_per_acq=1.0,
+                    purge_visits_per_op=0.25, waits_per_op=0.01)]
+    s = run.summarize_records(cells, allocs, recs)
+    assert s["pool_scale_16T"]["hakmem"]["visits_per_acq"] == 1.0
+    md = run.markdown_tables(cells, allocs, s, _meta(allocs))
+    assert "Span pool scaling" in md
+    assert "| pool_scale_16T | hakmem | 2.50 | 0.25 | 12.0 | 0.020 | 10000 | 5100 | 1.00 | 0.25 | 0.010 |" in md
+    assert "| pool_scale_16T | glibc | 5.00 | 0.30 | 4.0 | 1.000 | 8000 | - | - | - | - |" in md
+    other = [c for c in run.CELLS if c.name == "tiny_hot_64"]
+    s2 = run.summarize_records(other, allocs, [_record("tiny_hot_64", "glibc", 0, 1.0),
+                                               _record("tiny_hot_64", "hakmem", 0, 1.0)])
+    assert "Span pool scaling" not in run.markdown_tables(other, allocs, s2, _meta(allocs))
 
 
 def test_markdown_all_runs_failed():

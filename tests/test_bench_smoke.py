@@ -35,7 +35,8 @@ def binaries():
 
 
 EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_1T": 1,
-                  "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2}
+                  "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2, "pool_scale_1T": 1,
+                  "pool_scale_16T": 16, "pool_scale_64T": 64}
 
 
 @pytest.mark.parametrize("allocator", ["hakmem", "glibc"])
@@ -55,6 +56,11 @@ def test_workload_smoke(binaries, cell, allocator):
     if cell.prog == "memory":
         for k in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb"):
             assert r[k] > 0, k
+    if cell.prog == "pool_scale":
+        assert r["vm_mib"] > 0 and r["cpu_ns_per_op"] > 0
+        assert 0 < r["pair_p50_ns"] <= r["pair_p99_ns"] and r["minflt_per_op"] >= 0
+        if allocator == "hakmem":             # the pool's counters, read through malloc_info
+            assert r["acquires"] > 0 and r["visits_per_acq"] > 0 and r["superslabs"] > 0
     if cell.prog == "larson":
         assert r["remote_pct"] > 50, "most frees in Larson should be remote"
 
