@@ -5,6 +5,7 @@ import csv
 import importlib.util
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -347,6 +348,20 @@ def test_train_runs_every_cell_once(monkeypatch):
     assert [f["error"] for f in failed] == ["exit status -11"]
     with pytest.raises(SystemExit):
         run.main(["--mode", "instr", "--train", "/gen/libhakmem.so"])
+
+
+def test_make_pgo_is_wired():
+    """make -n pgo: the Makefile includes mk/pgo.mk, the training is bench/run.py --train under
+    the instrumented library, and the profile is read from where it is written."""
+    p = subprocess.run(["make", "-n", "-B", "BUILD=/tmp/hakmem-pgo-dry", "pgo"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    gen = re.search(r"-fprofile-generate=(\S+)", p.stdout).group(1)
+    use = re.search(r"-fprofile-use=(\S+)", p.stdout).group(1)
+    assert gen == use == "/tmp/hakmem-pgo-dry/pgo-profile"
+    assert re.search(r"bench/run\.py .*--no-build --mode smoke\s*\\?\s*--train /tmp/hakmem-pgo-dry/pgo-gen/libhakmem\.so",
+                     p.stdout), p.stdout
+    assert "-fprofile-update=atomic" in p.stdout and "-fprofile-correction" in p.stdout
 
 
 def test_markdown_all_runs_failed():
