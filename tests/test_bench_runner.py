@@ -359,9 +359,26 @@ def test_make_pgo_is_wired():
     gen = re.search(r"-fprofile-generate=(\S+)", p.stdout).group(1)
     use = re.search(r"-fprofile-use=(\S+)", p.stdout).group(1)
     assert gen == use == "/tmp/hakmem-pgo-dry/pgo-profile"
-    assert re.search(r"bench/run\.py .*--no-build --mode smoke\s*\\?\s*--train /tmp/hakmem-pgo-dry/pgo-gen/libhakmem\.so",
-                     p.stdout), p.stdout
+    assert re.search(r"bench/run\.py .*--no-build --mode smoke\s*\\?\s*--only '.+' "
+                     r"--train /tmp/hakmem-pgo-dry/pgo-gen/libhakmem\.so", p.stdout), p.stdout
     assert "-fprofile-update=atomic" in p.stdout and "-fprofile-correction" in p.stdout
+
+
+def test_pgo_training_cells():
+    """mk/pgo.mk trains on the cells PGO_TRAIN_CELLS matches: every alternative must still name
+    a cell of run.py (a renamed cell would silently drop out of the profile), and none may be
+    one whose run depends on timing (threads, purge delays, cache expiry), or make pgo would no
+    longer be reproducible."""
+    with open(os.path.join(ROOT, "mk", "pgo.mk")) as f:
+        regex = re.search(r"^PGO_TRAIN_CELLS\s*\?=\s*(\S+)\s*$", f.read(), re.M).group(1)
+    m = re.fullmatch(r"\^\((.*)\)", regex)
+    assert m, regex
+    for alt in m.group(1).split("|"):
+        assert run.select_cells(["^" + alt]), "%s matches no cell of bench/run.py" % alt
+    chosen = {c.name for c in run.select_cells([regex])}
+    timed = {c.name for c in run.CELLS if c.prog in ("larson", "xthread", "thread_churn", "large", "memory")
+             or (c.prog == "mid_large_mt" and c.args.get("threads", 1) > 1)}
+    assert chosen and not chosen & timed, chosen & timed
 
 
 def test_markdown_all_runs_failed():
