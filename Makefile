@@ -4,6 +4,8 @@
 #   make debug      build/debug/libhakmem.so and .a: every internal assertion compiled in
 #   make test       every test (pytest drives them; the last line is pytest's summary)
 #   make bench      the quick benchmark against the system allocator and the peers present
+#   make pgo        build/pgo/libhakmem.so and .a, optimised with a profile of the bench
+#                   workloads (mk/pgo.mk)
 #
 # The library is one translation unit (src/hakmem.c includes every module), so the
 # compiler sees the whole allocator at once and the malloc symbols can be aliases of the
@@ -68,3 +70,4 @@ clean:
 -include fuzz/fuzz.mk
 -include mk/install.mk
 -include mk/check.mk
+-include mk/pgo.mk

@@ -5,9 +5,11 @@
     python3 bench/run.py --mode full      what `make bench-full` runs (10 runs, full counts)
     python3 bench/run.py --mode instr     instructions per operation under callgrind
     python3 bench/run.py --list           the cells and their arguments
+    python3 bench/run.py --mode smoke --train LIB   every cell once under LIB (make pgo's training)
 
 Allocators: glibc (no preload) and hakmem (build/libhakmem.so) always; mimalloc, jemalloc and
-tcmalloc when Debian's libmimalloc2.0, libjemalloc2 and libtcmalloc-minimal4 are installed.
+tcmalloc when Debian's libmimalloc2.0, libjemalloc2 and libtcmalloc-minimal4 are installed;
+hakmem-pgo (build/pgo/libhakmem.so, from `make pgo`) only when named in --allocators.
 Each is put under the same workload binary with LD_PRELOAD.
 
 Runs are interleaved: for each cell, round r runs every allocator once, in an order rotated
@@ -48,8 +50,16 @@ PEERS = {
     "jemalloc": (["libjemalloc.so.2"], "libjemalloc2"),
     "tcmalloc": (["libtcmalloc_minimal.so.4*"], "libtcmalloc-minimal4"),
 }
-ALLOCATOR_ORDER = ["glibc", "hakmem", "mimalloc", "jemalloc", "tcmalloc"]
+# hakmem's builds: name -> the library's path under the build folder. "hakmem" is measured
+# always; the others only when asked for by name (--allocators hakmem,hakmem-pgo), and their
+# tables gain a column comparing them with hakmem.
+HAKMEM_BUILDS = {"hakmem": "libhakmem.so",
+                 "hakmem-pgo": os.path.join("pgo", "libhakmem.so")}      # make pgo (mk/pgo.mk)
+HAKMEM_MAKE = {"hakmem": "make lib", "hakmem-pgo": "make pgo"}
+ALLOCATOR_ORDER = ["glibc", "hakmem", "hakmem-pgo", "mimalloc", "jemalloc", "tcmalloc"]
+DEFAULT_ALLOCATORS = ["glibc", "hakmem"] + list(PEERS)
 PEER_NAMES = list(PEERS)
+VARIANTS = [a for a in HAKMEM_BUILDS if a != "hakmem"]
 
 
 def find_peer(name, libdir=SYSTEM_LIBDIR):
@@ -67,11 +77,14 @@ def detect_allocators(build_dir, libdir=SYSTEM_LIBDIR, wanted=None):
     """Returns ({name: preload path or None}, [messages about what is missing])."""
     allocs, notes = {}, []
     allocs["glibc"] = None
-    hak = os.path.join(build_dir, "libhakmem.so")
-    if os.path.exists(hak):
-        allocs["hakmem"] = os.path.abspath(hak)
-    else:
-        notes.append("hakmem: %s not found (run `make lib`); hakmem is left out" % hak)
+    for name, rel in HAKMEM_BUILDS.items():
+        if name not in DEFAULT_ALLOCATORS and name not in (wanted or []):
+            continue
+        hak = os.path.join(build_dir, rel)
+        if os.path.exists(hak):
+            allocs[name] = os.path.abspath(hak)
+        else:
+            notes.append("%s: %s not found (run `%s`); %s is left out" % (name, hak, HAKMEM_MAKE[name], name))
     for name in PEER_NAMES:
         path = find_peer(name, libdir)
         if path:
@@ -84,7 +97,7 @@ def detect_allocators(build_dir, libdir=SYSTEM_LIBDIR, wanted=None):
         if unknown:
             raise SystemExit("unknown allocator(s): %s (known: %s)" % (", ".join(unknown), ", ".join(ALLOCATOR_ORDER)))
         for w in wanted:
-            if w not in allocs:
+            if w not in allocs and not any(n.startswith(w + ":") for n in notes):
                 notes.append("%s was asked for but is not available" % w)
         allocs = {k: v for k, v in allocs.items() if k in wanted}
     ordered = {k: allocs[k] for k in ALLOCATOR_ORDER if k in allocs}
@@ -443,6 +456,23 @@ def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, extra_round
     return records
 
 
+def vs_hakmem(records, cell, variant, median, hakmem_median):
+    """A build of hakmem (hakmem-pgo) against hakmem itself on one cell: the ratio of the
+    medians, and the spread of the per-round ratios (each round runs both, one right after
+    the other, so a round's ratio sees the machine's load of that moment on both sides)."""
+    by_round = {}
+    for r in records:
+        if r["cell"] == cell and r["allocator"] in (variant, "hakmem") and r["result"]:
+            by_round.setdefault(r["run"], {})[r["allocator"]] = r["result"]["ops_per_sec"]
+    paired = [v[variant] / v["hakmem"] for _, v in sorted(by_round.items())
+              if variant in v and v.get("hakmem")]
+    return {"vs_hakmem": ratio(median, hakmem_median),
+            "vs_hakmem_rounds": {"n": len(paired),
+                                 "median": statistics.median(paired) if paired else None,
+                                 "min": min(paired) if paired else None,
+                                 "max": max(paired) if paired else None}}
+
+
 def summarize_records(cells, allocs, records):
     """Per cell and allocator: throughput statistics, peak RSS and (memory cell) RSS phases."""
     summary = {}
@@ -464,6 +494,10 @@ def summarize_records(cells, allocs, records):
         cmp_ = compare({a: rows[a]["median"] for a in rows})
         for a in rows:
             rows[a].update(cmp_[a])
+        if "hakmem" in rows:
+            for a in VARIANTS:
+                if a in rows:
+                    rows[a].update(vs_hakmem(records, cell.name, a, rows[a]["median"], rows["hakmem"]["median"]))
         summary[cell.name] = rows
     return summary
 
@@ -515,9 +549,12 @@ def describe_allocator(name, meta):
     path = meta["allocators"].get(name)
     if not path:
         return "no preload"
-    if name == "hakmem" and meta.get("hakmem_source"):
+    snap = (meta.get("snapshots") or {}).get(name)
+    if snap is None and name == "hakmem" and meta.get("hakmem_source"):
+        snap = {"source": meta["hakmem_source"], "sha256": meta["hakmem_sha256"]}
+    if snap:
         return "%s, sha256 %s, preloaded from a copy in the results folder" % (
-            _rel(meta["hakmem_source"]), meta["hakmem_sha256"][:12])
+            _rel(snap["source"]), snap["sha256"][:12])
     return _rel(path)
 
 
@@ -541,10 +578,13 @@ def markdown_tables(cells, allocs, summary, meta):
     L.append("### Throughput (median; CV in parentheses; higher is better)")
     L.append("")
     head = ["workload"] + names
+    has_glibc, has_peers = "glibc" in names, any(p in names for p in PEER_NAMES)
     if subject:
-        head += ["hakmem ÷ glibc", "hakmem ÷ best peer"]
-    else:
+        head += (["hakmem ÷ glibc"] if has_glibc else []) + (["hakmem ÷ best peer"] if has_peers else [])
+    elif has_glibc and has_peers:
         head += ["best peer ÷ glibc"]
+    variants = [a for a in VARIANTS if a in names and subject]
+    head += ["%s ÷ hakmem (per-round range)" % a for a in variants]
     L.append("| " + " | ".join(head) + " |")
     L.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
     for cell in cells:
@@ -564,11 +604,16 @@ def markdown_tables(cells, allocs, summary, meta):
             cols.append(txt)
         if subject:
             h = rows["hakmem"]
-            cols.append(fmt_ratio(h["vs_glibc"]))
-            cols.append("%s (%s)" % (fmt_ratio(h["vs_best_peer"]), h["best_peer"]) if h["best_peer"] else "-")
-        else:
+            if has_glibc:
+                cols.append(fmt_ratio(h["vs_glibc"]))
+            if has_peers:
+                cols.append("%s (%s)" % (fmt_ratio(h["vs_best_peer"]), h["best_peer"]) if h["best_peer"] else "-")
+        elif has_glibc and has_peers:
             peers = [rows[p]["median"] for p in PEER_NAMES if p in rows and rows[p]["median"]]
             cols.append(fmt_ratio(ratio(max(peers), rows["glibc"]["median"])) if peers and "glibc" in rows else "-")
+        for a in variants:
+            v, rr = rows[a].get("vs_hakmem"), rows[a].get("vs_hakmem_rounds") or {}
+            cols.append(fmt_ratio(v) + (" (%.2f-%.2f)" % (rr["min"], rr["max"]) if v and rr.get("n") else ""))
         L.append("| " + " | ".join(cols) + " |")
     L.append("")
     L.append("### Peak RSS (MiB, median; lower is better)")
@@ -624,7 +669,7 @@ def write_csv(path, records):
 
 def write_summary_csv(path, summary):
     keys = ["cell", "allocator", "n", "median", "cv", "mean", "min", "max", "vs_glibc",
-            "vs_best_peer", "best_peer", "peak_rss_kb", "minflt", "csw", "failures"]
+            "vs_best_peer", "best_peer", "vs_hakmem", "peak_rss_kb", "minflt", "csw", "failures"]
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(keys)
@@ -674,7 +719,7 @@ def draw_chart(path, cells, allocs, summary, meta, plt):
     names = [a for a in allocs if a != "glibc"] or list(allocs)
     thr = [c.name for c in cells if c.prog != "memory" and summary[c.name].get("glibc", {}).get("median")]
     mem = [c.name for c in cells if c.prog == "memory"]
-    colors = {"hakmem": "#d62728", "mimalloc": "#1f77b4", "jemalloc": "#2ca02c",
+    colors = {"hakmem": "#d62728", "hakmem-pgo": "#9467bd", "mimalloc": "#1f77b4", "jemalloc": "#2ca02c",
               "tcmalloc": "#ff7f0e", "glibc": "#7f7f7f"}
     n = len(names)
     h_thr = 0.8 + 0.2 * max(1, n) * max(1, len(thr))
@@ -824,7 +869,12 @@ def instr_markdown(cells, allocs, res, meta):
          "Command: `%s` (valgrind --tool=callgrind; instructions per operation = difference of a "
          "long and a short run divided by the difference of their operation counts)" % meta["command"], "",
          "### Instructions per operation (lower is better)", ""]
-    head = ["workload"] + names + (["hakmem ÷ glibc", "hakmem ÷ best peer"] if "hakmem" in names else [])
+    has_glibc, has_peers = "glibc" in names, any(p in names for p in PEER_NAMES)
+    head = ["workload"] + names
+    if "hakmem" in names:
+        head += (["hakmem ÷ glibc"] if has_glibc else []) + (["hakmem ÷ best peer"] if has_peers else [])
+    variants = [a for a in VARIANTS if a in names and "hakmem" in names]
+    head += ["%s ÷ hakmem" % a for a in variants]
     L.append("| " + " | ".join(head) + " |")
     L.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
     for cell in cells:
@@ -836,14 +886,38 @@ def instr_markdown(cells, allocs, res, meta):
             h = r["hakmem"]["ipo"]
             g = r.get("glibc", {}).get("ipo")
             peers = [r[p]["ipo"] for p in PEER_NAMES if p in r and r[p]["ipo"]]
-            cols.append(fmt_ratio(ratio(h, g)) if h else "-")
-            cols.append(fmt_ratio(ratio(h, min(peers))) if h and peers else "-")
+            if has_glibc:
+                cols.append(fmt_ratio(ratio(h, g)) if h else "-")
+            if has_peers:
+                cols.append(fmt_ratio(ratio(h, min(peers))) if h and peers else "-")
+        for a in variants:
+            cols.append("%.3fx" % ratio(r[a]["ipo"], r["hakmem"]["ipo"])
+                        if r[a]["ipo"] is not None and r["hakmem"]["ipo"] else "-")
         L.append("| " + " | ".join(cols) + " |")
     fails = [(c.name, a, res[c.name][a]["error"]) for c in cells for a in names if res[c.name][a]["error"]]
     if fails:
         L += ["", "### Failed runs", ""] + ["- %s under %s: %s" % f for f in fails]
-    L += ["", "Ratios here are instruction ratios: below 1.0 means hakmem executes fewer."]
+    L += ["", "Ratios here are instruction ratios: below 1.0 means hakmem executes fewer"
+          + (" (%s ÷ hakmem: below 1.0 means %s executes fewer than hakmem)." % (variants[0], variants[0])
+             if len(variants) == 1 else ".")]
     return "\n".join(L) + "\n"
+
+
+# ---- training (make pgo) ---------------------------------------------------------------------
+
+def train(cells, binaries, mode, preload, timeout, log=print):
+    """Runs every cell once in `mode` under `preload` — the instrumented library of `make pgo`
+    (mk/pgo.mk), whose runtime adds each process's counts to the profile at exit. Writes no
+    results; returns the records of the runs that failed."""
+    failed = []
+    for cell in cells:
+        rec = run_once(binaries[cell.prog], cell.argv(mode), preload, timeout)
+        if rec["error"]:
+            failed.append(rec)
+            log("train: %-18s FAIL %s\n       reproduce: %s" % (cell.name, rec["error"], rec["cmd"]))
+        else:
+            log("train: %-18s %s %s" % (cell.name, fmt_rate(rec["result"]["ops_per_sec"]), cell.unit))
+    return failed
 
 
 # ---- output folders --------------------------------------------------------------------------
@@ -911,7 +985,8 @@ def main(argv=None):
     ap.add_argument("--mode", choices=sorted(MODES), default="quick")
     ap.add_argument("--build", default="build", help="build folder holding libhakmem.so and bench/ (default build)")
     ap.add_argument("--only", action="append", metavar="REGEX", help="run only cells matching (repeatable)")
-    ap.add_argument("--allocators", help="comma-separated subset of %s" % ",".join(ALLOCATOR_ORDER))
+    ap.add_argument("--allocators", help="comma-separated subset of %s (default: all present but %s)"
+                    % (",".join(ALLOCATOR_ORDER), ",".join(VARIANTS)))
     ap.add_argument("--runs", type=int, help="runs per cell (default 5 quick, 10 full)")
     ap.add_argument("--extra-rounds", type=int, help="more rounds for a noisy cell (default 4 quick, 5 full)")
     ap.add_argument("--cv-threshold", type=float, default=0.10, help="CV above which a cell is noisy (default 0.10)")
@@ -922,6 +997,8 @@ def main(argv=None):
     ap.add_argument("--no-chart", action="store_true")
     ap.add_argument("--publish", action="store_true", help="copy table and chart to bench/published/ for the docs")
     ap.add_argument("--list", action="store_true", help="print the cells and their arguments, run nothing")
+    ap.add_argument("--train", metavar="LIB", help="run every cell once in --mode under LD_PRELOAD=LIB and "
+                    "write no results (make pgo's training run; the exit status says whether all passed)")
     ap.add_argument("--chart-from", metavar="DIR", help=argparse.SUPPRESS)
     ap.add_argument("--no-install", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -942,6 +1019,16 @@ def main(argv=None):
     conf = MODES[args.mode]
     runs = args.runs or conf["runs"]
     timeout = args.timeout or conf["timeout"]
+    if args.train:
+        if instr:
+            raise SystemExit("--train runs the cells' quick, full or smoke arguments, not --mode instr")
+        progs = sorted({c.prog for c in cells})
+        if args.no_build:
+            binaries = {p: os.path.join(build_dir_path(args.build), "bench", p) for p in progs}
+        else:
+            binaries = build_programs(args.build, progs)
+        failed = train(cells, binaries, args.mode, os.path.abspath(args.train), timeout)
+        return 1 if failed else 0
     wanted = args.allocators.split(",") if args.allocators else None
     allocs, notes = detect_allocators(build_dir_path(args.build), args.libdir, wanted)
     for n in notes:
@@ -969,13 +1056,19 @@ def main(argv=None):
           "allocators: " + ", ".join(allocs) + "; callgrind instruction counts")
 
     out_dir = new_results_dir(args.results, args.mode)
-    if allocs.get("hakmem"):
+    meta["snapshots"] = {}
+    for name in HAKMEM_BUILDS:
+        if not allocs.get(name):
+            continue
         # Measure a snapshot: the library in build/ may be rebuilt while the runs go on.
-        snap = os.path.join(out_dir, "libhakmem.so")
-        shutil.copyfile(allocs["hakmem"], snap)
-        meta["hakmem_source"] = allocs["hakmem"]
-        meta["hakmem_sha256"] = hashlib.sha256(open(snap, "rb").read()).hexdigest()
-        allocs["hakmem"] = snap
+        snap = os.path.join(out_dir, "lib%s.so" % name)
+        shutil.copyfile(allocs[name], snap)
+        meta["snapshots"][name] = {"source": allocs[name],
+                                   "sha256": hashlib.sha256(open(snap, "rb").read()).hexdigest()}
+        if name == "hakmem":
+            meta["hakmem_source"] = allocs[name]
+            meta["hakmem_sha256"] = meta["snapshots"][name]["sha256"]
+        allocs[name] = snap
     if instr:
         res = run_instr(cells, allocs, binaries, timeout)
         md = instr_markdown(cells, allocs, res, meta)

@@ -5,6 +5,7 @@ import csv
 import importlib.util
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -175,6 +176,29 @@ def test_detect_allocators(tmp_path):
         run.detect_allocators(str(build), str(libdir), wanted=["nosuch"])
 
 
+def test_hakmem_pgo_only_when_asked_for(tmp_path):
+    """hakmem-pgo (build/pgo/libhakmem.so, make pgo) joins only when --allocators names it,
+    and comes right after hakmem."""
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    (libdir / "libjemalloc.so.2").write_text("")
+    build = tmp_path / "build"
+    (build / "pgo").mkdir(parents=True)
+    (build / "libhakmem.so").write_text("")
+    allocs, notes = run.detect_allocators(str(build), str(libdir), wanted=["hakmem", "hakmem-pgo"])
+    assert allocs == {"hakmem": str(build / "libhakmem.so")}
+    assert [n for n in notes if n.startswith("hakmem-pgo")] == [
+        "hakmem-pgo: %s not found (run `make pgo`); hakmem-pgo is left out" % (build / "pgo" / "libhakmem.so")]
+    (build / "pgo" / "libhakmem.so").write_text("")
+    allocs, _ = run.detect_allocators(str(build), str(libdir))
+    assert list(allocs) == ["glibc", "hakmem", "jemalloc"]           # the default set is unchanged
+    allocs, notes = run.detect_allocators(str(build), str(libdir),
+                                          wanted=["jemalloc", "hakmem-pgo", "glibc", "hakmem"])
+    assert list(allocs) == ["glibc", "hakmem", "hakmem-pgo", "jemalloc"]
+    assert allocs["hakmem-pgo"] == str(build / "pgo" / "libhakmem.so")
+    assert not any("hakmem-pgo" in n for n in notes)
+
+
 def test_command_line_and_env(monkeypatch):
     assert run.command_line("/b/x", ["--ops=5"], None) == "/b/x --ops=5"
     assert run.command_line("/b/x", ["--ops=5"], "/l/my lib.so") == "LD_PRELOAD='/l/my lib.so' /b/x --ops=5"
@@ -302,6 +326,84 @@ def test_markdown_pool_scale_table():
     s2 = run.summarize_records(other, allocs, [_record("tiny_hot_64", "glibc", 0, 1.0),
                                                _record("tiny_hot_64", "hakmem", 0, 1.0)])
     assert "Span pool scaling" not in run.markdown_tables(other, allocs, s2, _meta(allocs))
+
+def test_hakmem_pgo_column():
+    """With hakmem and hakmem-pgo both measured, each cell gets hakmem-pgo ÷ hakmem: the ratio
+    of the medians, and the range of the per-round ratios (the two ran in the same round)."""
+    cells = [c for c in run.CELLS if c.name == "tiny_hot_64"]
+    allocs = {"hakmem": "/h.so", "hakmem-pgo": "/p.so"}
+    recs = []
+    for r, (h, p) in enumerate([(100.0, 110.0), (200.0, 180.0), (100.0, 105.0)]):
+        recs.append(_record("tiny_hot_64", "hakmem", r, h))
+        recs.append(_record("tiny_hot_64", "hakmem-pgo", r, p))
+    recs.append(_fail("tiny_hot_64", "hakmem-pgo", 3))                # no pair for round 3
+    recs.append(_record("tiny_hot_64", "hakmem", 3, 100.0))
+    s = run.summarize_records(cells, allocs, recs)
+    v = s["tiny_hot_64"]["hakmem-pgo"]
+    assert v["vs_hakmem"] == pytest.approx(110.0 / 100.0)            # medians 110 and 100
+    assert v["vs_hakmem_rounds"] == {"n": 3, "median": pytest.approx(1.05),
+                                     "min": pytest.approx(0.9), "max": pytest.approx(1.1)}
+    assert "vs_hakmem" not in s["tiny_hot_64"]["hakmem"]
+    md = run.markdown_tables(cells, allocs, s, _meta(allocs))
+    assert "| workload | hakmem | hakmem-pgo | hakmem-pgo ÷ hakmem (per-round range) |" in md
+    assert "| 1.10x (0.90-1.10) |" in md
+    assert "÷ glibc" not in md and "best peer" not in md            # neither was measured
+
+    res = {c.name: {"hakmem": {"ipo": 70.0, "error": None}, "hakmem-pgo": {"ipo": 63.0, "error": None}}
+           for c in cells}
+    md = run.instr_markdown(cells, allocs, res, _meta(allocs))
+    assert "| workload | hakmem | hakmem-pgo | hakmem-pgo ÷ hakmem |" in md
+    assert "| tiny_hot_64 | 70.0 | 63.0 | 0.900x |" in md
+
+
+def test_train_runs_every_cell_once(monkeypatch):
+    """--train (make pgo's training): each cell once, in the given mode, under the library."""
+    calls = []
+
+    def fake(binary, argv, preload, timeout):
+        calls.append((binary, argv, preload))
+        if binary == "/b/xthread":
+            return {"rc": -11, "result": None, "error": "exit status -11", "cmd": "x"}
+        res = {"bench": binary, "threads": 1, "ops": 1, "seconds": 1.0, "ops_per_sec": 5.0, "peak_rss_kb": 1}
+        return {"rc": 0, "result": res, "error": None, "cmd": "x"}
+    monkeypatch.setattr(run, "run_once", fake)
+    bins = {p: "/b/" + p for p in run.PROGRAMS}
+    failed = run.train(run.CELLS, bins, "smoke", "/gen/libhakmem.so", 60, log=lambda *a: None)
+    assert calls == [("/b/" + c.prog, c.argv("smoke"), "/gen/libhakmem.so") for c in run.CELLS]
+    assert [f["error"] for f in failed] == ["exit status -11"]
+    with pytest.raises(SystemExit):
+        run.main(["--mode", "instr", "--train", "/gen/libhakmem.so"])
+
+
+def test_make_pgo_is_wired():
+    """make -n pgo: the Makefile includes mk/pgo.mk, the training is bench/run.py --train under
+    the instrumented library, and the profile is read from where it is written."""
+    p = subprocess.run(["make", "-n", "-B", "BUILD=/tmp/hakmem-pgo-dry", "pgo"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    gen = re.search(r"-fprofile-generate=(\S+)", p.stdout).group(1)
+    use = re.search(r"-fprofile-use=(\S+)", p.stdout).group(1)
+    assert gen == use == "/tmp/hakmem-pgo-dry/pgo-profile"
+    assert re.search(r"bench/run\.py .*--no-build --mode smoke\s*\\?\s*--only '.+' "
+                     r"--train /tmp/hakmem-pgo-dry/pgo-gen/libhakmem\.so", p.stdout), p.stdout
+    assert "-fprofile-update=atomic" in p.stdout and "-fprofile-correction" in p.stdout
+
+
+def test_pgo_training_cells():
+    """mk/pgo.mk trains on the cells PGO_TRAIN_CELLS matches: every alternative must still name
+    a cell of run.py (a renamed cell would silently drop out of the profile), and none may be
+    one whose run depends on timing (threads, purge delays, cache expiry), or make pgo would no
+    longer be reproducible."""
+    with open(os.path.join(ROOT, "mk", "pgo.mk")) as f:
+        regex = re.search(r"^PGO_TRAIN_CELLS\s*\?=\s*(\S+)\s*$", f.read(), re.M).group(1)
+    m = re.fullmatch(r"\^\((.*)\)", regex)
+    assert m, regex
+    for alt in m.group(1).split("|"):
+        assert run.select_cells(["^" + alt]), "%s matches no cell of bench/run.py" % alt
+    chosen = {c.name for c in run.select_cells([regex])}
+    timed = {c.name for c in run.CELLS if c.prog in ("larson", "xthread", "thread_churn", "large", "memory")
+             or (c.prog == "mid_large_mt" and c.args.get("threads", 1) > 1)}
+    assert chosen and not chosen & timed, chosen & timed
 
 
 def test_markdown_all_runs_failed():
