@@ -40,7 +40,7 @@ MARGIN = 0.03
 VALUES = {
     "PURGE_DELAY_MS": [0, 100, 500, 2000],
     "DIRTY_MAX_MB": [8, 32, 128, 512],
-    "BIGCACHE_MB": [0, 64, 256],
+    "BIGCACHE_MB": [0, 64, 128, 256],
     "TCACHE_MAX": [0, 8, 32],
     "SUPERSLAB_RETAIN": [0, 4, 32],
 }
