@@ -84,6 +84,9 @@ typedef struct hak_stats_s {
     unsigned long long purge_starts;        /* times the background purge thread started */
     unsigned long long purge_rounds;        /* rounds of the background purge thread */
     unsigned long long reclaimed_spans;     /* spans returned for idle owners by other threads */
+    size_t in_use;                          /* bytes of tiny, mid and large blocks the program holds */
+    size_t span_bytes;                      /* bytes of the spans those and the cached blocks lie in */
+    size_t huge_in_use;                     /* bytes mapped for live huge blocks */
     /* Free memory hakmem holds for reuse, now (resident unless purged): */
     size_t cached_tiny, cached_mid, cached_large; /* free blocks in thread caches, per tier */
     size_t pool_dirty;                      /* free span units not yet purged */

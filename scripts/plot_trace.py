@@ -5,8 +5,9 @@
 
 `hakmem run --trace FILE -- program` runs this after the program exits (the command finds
 it beside itself, or in PREFIX/share/hakmem/). Three panels over time: what the process
-holds (resident memory, hakmem's committed memory, and the free memory hakmem keeps for
-reuse: blocks in thread caches per tier, dirty span units, unpurged BigCache mappings),
+holds (resident memory, hakmem's committed memory, and stacked: the blocks the program
+holds, huge blocks, blocks in thread caches per tier, free space inside spans in use, dirty
+span units, unpurged BigCache mappings),
 the program's activity (mallocs per second, live threads), and every learned parameter
 with the number of times it changed.
 
@@ -22,8 +23,6 @@ EXIT_NO_MATPLOTLIB = 3
 SYSTEM_PYTHON = "/usr/bin/python3"
 REEXEC_FLAG = "HAKMEM_PLOT_TRACE_REEXEC"
 
-MEMORY_FIXED = ["time_ms", "rss", "mapped", "committed", "cached_tiny", "cached_mid",
-                "cached_large", "pool_dirty", "bigcache", "bigcache_dirty", "threads", "allocs"]
 LEARNED_PREFIX = "learned."
 
 
@@ -75,9 +74,17 @@ def draw(cols, learned, out, title, plt):
     fig = plt.figure(figsize=(10, 7.2))
     gs = fig.add_gridspec(3, 1, height_ratios=[3.2, 1.1, 2.0], hspace=0.12)
     ax = fig.add_subplot(gs[0])
-    stack = [("cached_tiny", "thread caches: tiny", "#9ecae1"),
+    n = len(t)
+    if "spans" in cols:           # free space inside spans in use: spans - blocks out of them
+        cached = [sum(cols[c][i] for c in ("cached_tiny", "cached_mid", "cached_large") if c in cols)
+                  for i in range(n)]
+        cols["span_free"] = [max(0.0, cols["spans"][i] - cols["in_use"][i] - cached[i]) for i in range(n)]
+    stack = [("in_use", "blocks in use", "#bdbdbd"),
+             ("huge_in_use", "huge blocks in use", "#969696"),
+             ("cached_tiny", "thread caches: tiny", "#9ecae1"),
              ("cached_mid", "thread caches: mid", "#4292c6"),
              ("cached_large", "thread caches: large", "#08519c"),
+             ("span_free", "free in spans in use (pinned)", "#c7e9c0"),
              ("pool_dirty", "dirty span units (free, not purged)", "#fdae6b"),
              ("bigcache_dirty", "BigCache (not purged)", "#e6550d")]
     present = [s for s in stack if s[0] in cols]
@@ -98,7 +105,11 @@ def draw(cols, learned, out, title, plt):
     ax2 = fig.add_subplot(gs[1], sharex=ax)
     if "allocs" in cols and len(t) > 1:
         a = cols["allocs"]
-        rate = [0.0] + [max(0.0, (a[i] - a[i - 1]) / max(1e-6, t[i] - t[i - 1])) for i in range(1, len(t))]
+        # a row that came late is followed by one that comes early: divide by at least the
+        # usual period, so that the rate has no spikes that are only the sampler's
+        gaps = sorted(t[i] - t[i - 1] for i in range(1, len(t)))
+        floor = max(1e-3, gaps[len(gaps) // 2])
+        rate = [0.0] + [max(0.0, (a[i] - a[i - 1]) / max(floor, t[i] - t[i - 1])) for i in range(1, len(t))]
         ax2.step(t, [r / 1e6 for r in rate], where="post", color="#31a354", linewidth=1.0,
                  label="mallocs per second (millions)")
         ax2.set_ylabel("M mallocs/s", fontsize=8)

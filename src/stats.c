@@ -62,6 +62,12 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
     out->bigcache = _hak_huge_cache_bytes();
     out->bigcache_dirty = _hak_huge_cached();
     if (out->bigcache_dirty > out->bigcache) out->bigcache_dirty = out->bigcache;
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_class_stats_t *k = &out->cls[c];
+        if (k->allocs > k->frees) out->in_use += (size_t)(k->allocs - k->frees) * k->block_size;
+        out->span_bytes += (size_t)k->spans_live * _hak_class_units[c] * HAK_UNIT_SIZE;
+    }
+    out->huge_in_use = hm > out->bigcache ? hm - out->bigcache : 0;
 }
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -90,6 +96,8 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
             st.superslabs_live, st.superslabs_peak, st.huge_live, st.bigcache_hits, st.bigcache_misses);
     fprintf(out, "threads: %llu live, %llu started; purge thread: %llu starts, %llu rounds; %llu spans reclaimed for idle owners\n",
             st.threads_live, st.threads_total, st.purge_starts, st.purge_rounds, st.reclaimed_spans);
+    fprintf(out, "in use: %.1f MiB in blocks (in %.1f MiB of spans), %.1f MiB in huge blocks\n",
+            mib(st.in_use), mib(st.span_bytes), mib(st.huge_in_use));
     fprintf(out, "free memory kept: thread caches %.1f MiB (tiny %.1f, mid %.1f, large %.1f), dirty spans %.1f MiB, BigCache %.1f MiB (%.1f MiB not purged)\n",
             mib(st.cached_tiny + st.cached_mid + st.cached_large), mib(st.cached_tiny), mib(st.cached_mid),
             mib(st.cached_large), mib(st.pool_dirty), mib(st.bigcache), mib(st.bigcache_dirty));

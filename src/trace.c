@@ -2,7 +2,8 @@
  *
  * When HAKMEM_TRACE_FILE names a file, hakmem starts one sampler thread as the library is
  * loaded; every HAKMEM_TRACE_MS (50 ms) it appends one CSV row: the time since the start,
- * the process's resident memory, hakmem's mapped and committed bytes, the free memory it
+ * the process's resident memory, hakmem's mapped and committed bytes, the bytes in blocks
+ * the program holds (and in the spans they lie in, and in huge blocks), the free memory it
  * keeps (blocks in thread caches per tier, dirty span units in the pool, the BigCache and
  * its unpurged part), the live threads and the mallocs so far, and the current value of
  * every learned parameter (learned.h). A last row is written at exit. `hakmem run --trace`
@@ -58,8 +59,8 @@ static bool write_all(const char *p, size_t n) {
 }
 
 static const char *const columns[] = {
-    "time_ms", "rss", "mapped", "committed", "cached_tiny", "cached_mid", "cached_large",
-    "pool_dirty", "bigcache", "bigcache_dirty", "threads", "allocs",
+    "time_ms", "rss", "mapped", "committed", "in_use", "spans", "huge_in_use", "cached_tiny",
+    "cached_mid", "cached_large", "pool_dirty", "bigcache", "bigcache_dirty", "threads", "allocs",
 };
 
 static void write_header(void) {
@@ -92,7 +93,7 @@ static void write_row(bool last) {
     line_t l = { .n = 0 };
     const long long v[] = {
         ms_since_start(), (long long)st.resident, (long long)st.mapped, (long long)st.committed,
-        (long long)st.cached_tiny, (long long)st.cached_mid, (long long)st.cached_large,
+        (long long)st.in_use, (long long)st.span_bytes, (long long)st.huge_in_use, (long long)st.cached_tiny, (long long)st.cached_mid, (long long)st.cached_large,
         (long long)st.pool_dirty, (long long)st.bigcache, (long long)st.bigcache_dirty,
         (long long)st.threads_live,
         (long long)(st.tiny_allocs + st.mid_allocs + st.large_allocs + st.huge_allocs),

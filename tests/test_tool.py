@@ -300,8 +300,9 @@ def test_library_path_with_a_space_is_refused(tool, tmp_path):
 
 # ---- run --trace ---------------------------------------------------------------------------
 
-TRACE_COLUMNS = ["time_ms", "rss", "mapped", "committed", "cached_tiny", "cached_mid",
-                 "cached_large", "pool_dirty", "bigcache", "bigcache_dirty", "threads", "allocs"]
+TRACE_COLUMNS = ["time_ms", "rss", "mapped", "committed", "in_use", "spans", "huge_in_use",
+                 "cached_tiny", "cached_mid", "cached_large", "pool_dirty", "bigcache",
+                 "bigcache_dirty", "threads", "allocs"]
 # Allocates and frees in phases, so the trace has something to show; starts a child
 # process (which must not write into the same trace).
 PY_PHASES = ("import subprocess, sys, time\n"
@@ -361,8 +362,9 @@ def test_run_trace_writes_a_csv_and_a_picture(tool, tmp_path):
     assert all(len(row) == len(head) for row in rows), rows
     times = [row[0] for row in rows]
     assert times == sorted(times), times
-    rss = head.index("rss")
+    rss, in_use = head.index("rss"), head.index("in_use")
     assert max(row[rss] for row in rows) > 40 << 20, "the 40 MiB phases do not show"
+    assert max(row[in_use] for row in rows) > 30 << 20, "the blocks in use do not show"
     assert rows[0][head.index("learned.purge_delay_ms")] == 500
     if _matplotlib_python() is None:
         assert "python3-matplotlib" in r.stderr, r.stderr

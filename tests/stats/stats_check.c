@@ -52,6 +52,11 @@ int main(void) {
     CHECK(b.mapped >= 15u << 20 && b.mapped_peak >= b.mapped);
     CHECK(b.resident >= 15u << 20);
     CHECK(b.threads_total >= 1);
+    /* in use: the 48 B blocks still out, the mid and large ones, in spans at least as big */
+    size_t want = (size_t)(N / 2) * 48 + 100 * 20480 + 10 * 229376;      /* block sizes */
+    CHECK(b.in_use - a.in_use == want, "%zu, want %zu", b.in_use - a.in_use, want);
+    CHECK(b.span_bytes >= b.in_use, "%zu < %zu", b.span_bytes, b.in_use);
+    CHECK(b.huge_in_use - a.huge_in_use >= 3u * (5u << 20), "%zu", b.huge_in_use);
 
     for (int i = 1; i < N; i += 2) hak_free(blocks[i]);
     for (int i = 0; i < 100; i++) hak_free(mid[i]);
@@ -80,6 +85,8 @@ int main(void) {
           c.cached_mid, c.cached_large);
     CHECK(c.pool_dirty == 0 && c.bigcache == 0 && c.bigcache_dirty == 0, "%zu %zu %zu",
           c.pool_dirty, c.bigcache, c.bigcache_dirty);
+    CHECK(c.in_use == a.in_use && c.huge_in_use == 0 && c.span_bytes == 0, "%zu %zu %zu",
+          c.in_use, c.huge_in_use, c.span_bytes);
 
     /* the learned parameters: the current policy's, until a learning layer adapts them */
     const char *name;
