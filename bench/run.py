@@ -1177,8 +1177,9 @@ def trace_pictures(cells, build_dir, binary, log=print, trace_ms=20):
     for cell in cells:
         scen = cell.name.replace("phases_", "")
         base = os.path.join(PHASES_IMG, "phases-%s" % scen)
+        prog = os.path.relpath(binary, REPO) if binary.startswith(REPO + os.sep) else binary
         p = subprocess.run([tool, "run", "--trace", base, "--set", "TRACE_MS=%d" % trace_ms, "--",
-                            binary] + cell.argv("phases"), env=env, capture_output=True, text=True)
+                            prog] + cell.argv("phases"), env=env, capture_output=True, text=True, cwd=REPO)
         if p.returncode != 0 or not os.path.exists(base + ".png"):
             log("trace picture for %s failed: %s" % (scen, (p.stderr or "").strip()[-500:]))
             continue
@@ -1227,6 +1228,8 @@ def main_phases(args, argv):
         binary = os.path.join(build_dir_path(args.build), "bench", "phases")
     else:
         binary = build_programs(args.build, ["phases"])["phases"]
+    if args.pictures:
+        return 0 if len(trace_pictures(cells, args.build, binary)) == len(cells) else 1
     command = "python3 bench/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if os.environ.get("BENCH_MAKE_TARGET"):
         command = os.environ["BENCH_MAKE_TARGET"]
@@ -1348,6 +1351,8 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true", help="--mode phases: the short smoke arguments, 1 run")
     ap.add_argument("--settings", help="--mode phases: comma-separated subset of the settings "
                     "(hakmem, 'hakmem learn=off', ..., 'hakmem off+tuned', glibc, the peers)")
+    ap.add_argument("--pictures", action="store_true", help="--mode phases: only redraw docs/img/phases-*.png "
+                    "(hakmem run --trace, default options), no table")
     ap.add_argument("--tuned", default=TUNED_FILE, help="--mode phases: the tuned options (default bench/phases_tuned.json)")
     ap.add_argument("--chart-from", metavar="DIR", help=argparse.SUPPRESS)
     ap.add_argument("--no-install", action="store_true", help=argparse.SUPPRESS)
@@ -1357,8 +1362,8 @@ def main(argv=None):
         return 0 if chart_from_dir(args.chart_from, install=not args.no_install) else 1
     if args.mode == "phases":
         return main_phases(args, argv)
-    if args.smoke or args.settings:
-        raise SystemExit("--smoke and --settings go with --mode phases")
+    if args.smoke or args.settings or args.pictures:
+        raise SystemExit("--smoke, --settings and --pictures go with --mode phases")
 
     instr = args.mode == "instr"
     cells = select_cells(args.only, instr=instr)
