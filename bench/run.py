@@ -1128,7 +1128,10 @@ def phases_markdown(cells, settings, summary, meta):
     if fails:
         L += ["### Failed runs", ""]
         for cname, a, f in fails:
-            L.append("- %s under %s: %s — reproduce: `%s`" % (cname, a, f["error"], f["cmd"]))
+            cmd = f["cmd"]
+            if meta.get("hakmem_source") and meta.get("hakmem_snapshot"):
+                cmd = cmd.replace(meta["hakmem_snapshot"], meta["hakmem_source"])   # not the snapshot
+            L.append("- %s under %s: %s — reproduce: `%s`" % (cname, a, f["error"], cmd.replace(REPO + os.sep, "")))
         L.append("")
     allocs = []
     for st in settings:
@@ -1244,6 +1247,7 @@ def main_phases(args, argv):
         shutil.copyfile(allocs["hakmem"], snap)
         meta["hakmem_source"] = allocs["hakmem"]
         meta["hakmem_sha256"] = hashlib.sha256(open(snap, "rb").read()).hexdigest()
+        meta["hakmem_snapshot"] = snap
         allocs["hakmem"] = snap
     settings = phase_settings(allocs, tuned, args.settings.split(",") if args.settings else None)
     meta["settings"] = [{k: v for k, v in st.items() if k != "tuned_env"} for st in settings]
