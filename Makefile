@@ -27,7 +27,7 @@ LDLIBS_LIB    = -lpthread
 SRC_ALL := $(wildcard src/*.c) $(wildcard src/*.h) include/hakmem.h
 
 .PHONY: all lib debug clean test bench bench-full bench-peers
-all: lib $(BUILD)/hakmem
+all: lib $(BUILD)/hakmem $(BUILD)/plot_trace.py
 lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a $(BUILD)/libhakmem_api.a
 
 $(BUILD)/obj:

@@ -3,6 +3,14 @@
 #   make bench        quick comparison with glibc and the peers present (a few minutes)
 #   make bench-full   the long run (10 runs per cell, full operation counts; 20-40 minutes)
 #   make bench-instr  instructions per operation under valgrind --tool=callgrind
+#   make bench-phases memory over time (bench/phases.c: burst, periodic, idle threads, huge
+#                     loop, phase change) under hakmem's settings (HAKMEM_LEARN=off|speed|
+#                     balanced|memory, off+tuned), glibc and the peers: wall time, page
+#                     faults, peak RSS, RSS integral (about 8 minutes); BENCH_ARGS=--publish
+#                     also rewrites bench/published/phases.*, the table in docs/PHASES.md and
+#                     the trace pictures docs/img/phases-*.png
+#   make bench-phases-grid  search each scenario's best fixed options (scripts/phases_grid.py)
+#                     into bench/phases_tuned.json, the "off+tuned" setting (about 15 minutes)
 #   make bench-peers  install mimalloc, jemalloc and tcmalloc from Debian (apt-get, as root)
 #   make bench-progs  only build the workload programs into $(BUILD)/bench/
 #
@@ -11,7 +19,7 @@
 # Extra runner options go in BENCH_ARGS, e.g. make bench BENCH_ARGS="--only random_mixed".
 
 BENCH_PROGS   := random_mixed tiny_hot fixed_size larson mid_large_mt pool xthread large \
-                 memory thread_churn pool_scale
+                 memory thread_churn pool_scale phases
 BENCH_BINS    := $(addprefix $(BUILD)/bench/,$(BENCH_PROGS))
 BENCH_CFLAGS  ?= -O2 -pthread -std=gnu11 -Wall -Wextra
 BENCH_PYTHON  ?= python3
@@ -20,7 +28,7 @@ BENCH_ARGS    ?=
 BENCH_RUN      = BENCH_MAKE_TARGET="make $@$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
                  $(BENCH_PYTHON) bench/run.py --build $(BUILD)
 
-.PHONY: bench bench-full bench-peers bench-instr bench-progs
+.PHONY: bench bench-full bench-peers bench-instr bench-progs bench-phases bench-phases-grid
 
 bench-progs: $(BENCH_BINS)
 
@@ -36,6 +44,13 @@ bench-full: lib $(BENCH_BINS)
 
 bench-instr: lib $(BENCH_BINS)
 	$(BENCH_RUN) --mode instr $(BENCH_ARGS)
+
+bench-phases: lib tool $(BUILD)/bench/phases
+	$(BENCH_RUN) --mode phases $(BENCH_ARGS)
+
+GRID_ARGS ?=
+bench-phases-grid: lib $(BUILD)/bench/phases
+	$(BENCH_PYTHON) scripts/phases_grid.py --build $(BUILD) --write $(GRID_ARGS)
 
 bench-peers:
 	apt-get update

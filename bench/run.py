@@ -4,6 +4,9 @@
     python3 bench/run.py --mode quick     what `make bench` runs (5 runs per cell, small counts)
     python3 bench/run.py --mode full      what `make bench-full` runs (10 runs, full counts)
     python3 bench/run.py --mode instr     instructions per operation under callgrind
+    python3 bench/run.py --mode phases    what `make bench-phases` runs: the phases scenarios
+                                          under hakmem's settings, glibc and the peers, with
+                                          wall time, page faults, peak RSS and RSS integral
     python3 bench/run.py --list           the cells and their arguments
     python3 bench/run.py --mode smoke --train LIB   every cell once under LIB (make pgo's training)
 
@@ -37,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYSTEM_LIBDIR = "/usr/lib/x86_64-linux-gnu"
@@ -113,13 +117,16 @@ class Cell:
     quick, full and smoke; instr is a pair (big, small) of argument dicts for the callgrind
     mode, or None when the cell is not measured there (multi-threaded or page-fault bound).
     on_demand: the cell runs only when --only names it (a slow, special-purpose cell), in
-    any mode; the smoke test runs it like every other."""
+    any mode; the smoke test runs it like every other. group "phases" cells run only in
+    --mode phases (their quick and full arguments are the phases arguments; smoke is the
+    short form the tests run)."""
 
     def __init__(self, name, prog, args, quick, full, smoke, instr=None, unit="ops/s", what="",
-                 on_demand=False):
+                 on_demand=False, group="main"):
         self.name, self.prog, self.args = name, prog, dict(args)
-        self.modes = {"quick": dict(quick), "full": dict(full), "smoke": dict(smoke)}
+        self.modes = {"quick": dict(quick), "full": dict(full), "smoke": dict(smoke), "phases": dict(full)}
         self.instr, self.unit, self.what, self.on_demand = instr, unit, what, on_demand
+        self.group = group          # "main": quick, full, instr; "phases": --mode phases
 
     def argv(self, mode, extra=None):
         a = dict(self.args)
@@ -179,7 +186,29 @@ def _cells():
                       quick={"ops": "100k"}, full={"ops": "200k"}, smoke={"live": "128Mi", "ops": 4000},
                       what="span acquisition, ~10 GiB of superslabs, %d thread%s" % (t, "s" if t > 1 else ""),
                       on_demand=True))
+    # The phases group (--mode phases, make bench-phases): memory use that changes over time.
+    for scen, args, smoke, what in PHASES_SCENARIOS:
+        full = dict(args)
+        c.append(Cell("phases_" + scen, "phases", {"scenario": scen}, quick=full, full=full,
+                      smoke=smoke, what=what, group="phases"))
     return c
+
+
+# scenario, arguments of a measured run (the program's defaults, written out), smoke
+# arguments (well under a second), what it is.
+PHASES_SCENARIOS = [
+    ("burst", {"mib": 256, "work-ms": 2000}, {"mib": 8, "work-ms": 50},
+     "256 MiB of 16-1024 B blocks, 95% freed, then 2 s of small work"),
+    ("periodic", {"mib": 96, "cycles": 30, "work-ms": 60}, {"mib": 4, "cycles": 3, "work-ms": 10},
+     "30 x (96 MiB of 1-16 KiB blocks allocated and freed, 60 ms of small work)"),
+    ("idle_threads", {"threads": 32, "rounds": 20000, "work-ms": 2000},
+     {"threads": 4, "rounds": 500, "work-ms": 50},
+     "32 threads churn 16 B-128 KiB blocks, then idle while one thread works 2 s"),
+    ("huge_loop", {"cycles": 600}, {"cycles": 5},
+     "600 x (a 5-25 MiB block allocated, every page touched, freed)"),
+    ("phase_change", {"mib": 64, "cycles": 3, "work-ms": 250}, {"mib": 4, "cycles": 1, "work-ms": 30},
+     "3 x (64 MiB of 16-256 B churned 250 ms, 64 MiB of 4-64 KiB churned 250 ms, 250 ms idle)"),
+]
 
 
 CELLS = _cells()
@@ -919,6 +948,457 @@ def train(cells, binaries, mode, preload, timeout, log=print):
             log("train: %-18s %s %s" % (cell.name, fmt_rate(rec["result"]["ops_per_sec"]), cell.unit))
     return failed
 
+# ---- phases: memory over time under hakmem's settings and the peers ----------------------------
+#
+# --mode phases runs the phases group (bench/phases.c) under a matrix of *settings*: hakmem
+# with HAKMEM_LEARN unset (its default), =off, =speed, =balanced, =memory, and "off+tuned"
+# (HAKMEM_LEARN=off plus the fixed options that scripts/phases_grid.py found best for that
+# scenario, read from bench/phases_tuned.json), then glibc and the peers present. A library
+# that does not know HAKMEM_LEARN ignores it (unknown HAKMEM_* variables are ignored), so
+# the table is made for whatever the library does. Each run is sampled from outside: the
+# runner reads /proc/PID/statm every 10 ms while the program runs (no thread inside the
+# allocator under test) and takes the page faults from wait4's rusage; the RSS integral
+# (MiB·s) is the trapezoid sum of those samples.
+
+LEARN_MODES = ["off", "speed", "balanced", "memory"]
+TUNED_FILE = os.path.join(REPO, "bench", "phases_tuned.json")
+PHASE_METRICS = [("seconds", "time (s)"), ("faults", "page faults"), ("peak_rss_kb", "peak RSS (MiB)"),
+                 ("rss_integral_mib_s", "RSS integral (MiB·s)"), ("work_ops_per_sec", "small work (Mops/s)")]
+
+
+def load_tuned(path=TUNED_FILE):
+    """{cell name: {"HAKMEM_X": "value"}} from phases_grid.py's file; {} if there is none."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return {c: {k: str(v) for k, v in d.get("env", {}).items()} for c, d in data.get("scenarios", {}).items()}
+
+
+def load_tuned_details(path=TUNED_FILE):
+    """{cell name: what phases_grid.py recorded about its search} (vs_default, measured)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return {c: {"vs_default": d.get("vs_default"), "measured": d.get("measured", {})}
+            for c, d in data.get("scenarios", {}).items()}
+
+
+def phase_settings(allocs, tuned, wanted=None):
+    """The settings of the matrix, in table order: dicts with name, allocator, preload, the
+    environment common to every cell, and whether the scenario's tuned options are added."""
+    out = []
+    if "hakmem" in allocs:
+        pre = allocs["hakmem"]
+        out.append({"name": "hakmem", "alloc": "hakmem", "preload": pre, "env": {}, "tuned": False})
+        for m in LEARN_MODES:
+            out.append({"name": "hakmem learn=%s" % m, "alloc": "hakmem", "preload": pre,
+                        "env": {"HAKMEM_LEARN": m}, "tuned": False})
+        out.append({"name": "hakmem off+tuned", "alloc": "hakmem", "preload": pre,
+                    "env": {"HAKMEM_LEARN": "off"}, "tuned": True, "tuned_env": dict(tuned)})
+    for a, pre in allocs.items():
+        if a != "hakmem":
+            out.append({"name": a, "alloc": a, "preload": pre, "env": {}, "tuned": False})
+    if wanted:
+        known = [x["name"] for x in out]
+        bad = [w for w in wanted if w not in known]
+        if bad:
+            raise SystemExit("unknown setting(s): %s (here: %s)" % (", ".join(bad), ", ".join(known)))
+        out = [x for x in out if x["name"] in wanted]
+    return out
+
+
+def setting_env(setting, cell):
+    env = dict(setting["env"])
+    if setting.get("tuned"):
+        env.update(setting.get("tuned_env", {}).get(cell.name, {}))
+    return env
+
+
+def env_command_line(binary, argv, preload, env):
+    pre = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(env.items()))
+    line = command_line(binary, argv, preload)
+    return (pre + " " + line) if pre else line
+
+
+def rss_integral(samples, end=None):
+    """Integral of [(seconds, rss_kb)] in MiB·s: trapezoids between the samples, and the last
+    one held until `end` (the process's exit, at most one sampling period later)."""
+    total = 0.0
+    for (t0, r0), (t1, r1) in zip(samples, samples[1:]):
+        total += (r0 + r1) / 2.0 * (t1 - t0)
+    if samples and end is not None and end > samples[-1][0]:
+        total += samples[-1][1] * (end - samples[-1][0])
+    return total / 1024.0
+
+
+def _statm_kb(fd, page_kb):
+    try:
+        data = os.pread(fd, 256, 0).split()
+        return int(data[1]) * page_kb
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_sampled(binary, argv, preload, env_extra, timeout, interval=0.01):
+    """Runs one workload while sampling its RSS from outside; like run_once, plus samples,
+    rss_integral_mib_s, faults (minor + major, wait4) and maxrss_kb (wait4) in the result."""
+    env = run_env(preload)
+    env.update(env_extra)
+    cmd = env_command_line(binary, argv, preload, env_extra)
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        p = subprocess.Popen([binary] + argv, env=env, stdout=out, stderr=err)
+        samples = []
+        try:
+            fd = os.open("/proc/%d/statm" % p.pid, os.O_RDONLY)
+        except OSError:
+            fd = None
+        status = ru = None
+        try:
+            while True:
+                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                kb = _statm_kb(fd, page_kb) if fd is not None else None
+                if kb:                           # 0: exited, not yet reaped
+                    samples.append((time.monotonic() - t0, kb))
+                if time.monotonic() - t0 > timeout:
+                    p.kill()
+                    _, status, ru = os.wait4(p.pid, 0)
+                    p.returncode = os.waitstatus_to_exitcode(status)
+                    return {"rc": None, "result": None, "error": "timeout after %ss" % timeout, "cmd": cmd}
+                time.sleep(interval)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        wall = time.monotonic() - t0
+        rc = os.waitstatus_to_exitcode(status)
+        p.returncode = rc
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+    if rc != 0:
+        sig = " (signal %d)" % -rc if rc < 0 else ""
+        tail = stderr.strip().splitlines()[-3:]
+        return {"rc": rc, "result": None, "cmd": cmd,
+                "error": "exit status %d%s %s" % (rc, sig, " | ".join(tail)).strip()}
+    try:
+        res = parse_result(stdout)
+    except ValueError as e:
+        return {"rc": 0, "result": None, "error": "unparsable output: %s" % e, "cmd": cmd}
+    res["rss_integral_mib_s"] = rss_integral(samples, wall)
+    res["faults"] = ru.ru_minflt + ru.ru_majflt
+    res["maxrss_kb"] = ru.ru_maxrss
+    res["process_seconds"] = wall
+    res["samples"] = len(samples)
+    return {"rc": 0, "result": res, "error": None, "cmd": cmd, "rss_samples": samples}
+
+
+def run_phases(cells, settings, binary, mode, runs, timeout, log=print, load_samples=None):
+    """Every phases cell under every setting, interleaved as run_matrix does; run records."""
+    records = []
+    for cell in cells:
+        argv = cell.argv(mode)
+        for r in range(runs):
+            for st in rotation(settings, r):
+                env = setting_env(st, cell)
+                rec = run_sampled(binary, argv, st["preload"], env, timeout)
+                rec.pop("rss_samples", None)
+                rec.update({"cell": cell.name, "allocator": st["name"], "run": r, "env": env})
+                records.append(rec)
+                if not rec["result"]:
+                    log("  FAIL %s / %s: %s\n       reproduce: %s" % (cell.name, st["name"], rec["error"], rec["cmd"]))
+            if load_samples is not None:
+                try:
+                    load_samples.append(os.getloadavg()[0])
+                except OSError:
+                    pass
+        log("%-20s %s" % (cell.name, "  ".join(
+            "%s %.2fs/%.0fMiB·s" % (st["name"], *_med_pair(records, cell.name, st["name"]))
+            for st in settings)))
+    return records
+
+
+def _med_pair(records, cell, setting):
+    ok = [r["result"] for r in records if r["cell"] == cell and r["allocator"] == setting and r["result"]]
+    if not ok:
+        return float("nan"), float("nan")
+    return (statistics.median(x["seconds"] for x in ok),
+            statistics.median(x["rss_integral_mib_s"] for x in ok))
+
+
+def summarize_phases(cells, settings, records):
+    """Per cell and setting: summarize() of every metric, failures, the environment."""
+    out = {}
+    for cell in cells:
+        rows = {}
+        for st in settings:
+            recs = [r for r in records if r["cell"] == cell.name and r["allocator"] == st["name"]]
+            ok = [r["result"] for r in recs if r["result"]]
+            fails = [r for r in recs if not r["result"]]
+            row = {}
+            for key, _ in PHASE_METRICS:
+                vals = [x[key] for x in ok if key in x]
+                row[key] = summarize(vals)
+            for key in ("rss_end_kb", "work_ops"):
+                vals = [x[key] for x in ok if key in x]
+                row[key] = statistics.median(vals) if vals else None
+            row["env"] = setting_env(st, cell)
+            row["failures"] = len(fails)
+            row["first_failure"] = ({"error": fails[0]["error"], "cmd": fails[0]["cmd"]} if fails else None)
+            rows[st["name"]] = row
+        out[cell.name] = rows
+    return out
+
+
+def _fmt_spread(s, scale=1.0, fmt="%.2f"):
+    """median ±half the range, as a percentage of the median."""
+    if not s or s.get("median") is None:
+        return "FAIL"
+    med = s["median"] * scale
+    txt = fmt % med
+    if s["n"] > 1 and s["median"]:
+        txt += " ±%.0f%%" % (100.0 * (s["max"] - s["min"]) / 2.0 / s["median"])
+    return txt
+
+
+def _fmt_faults(s):
+    if not s or s.get("median") is None:
+        return "FAIL"
+    m = s["median"]
+    txt = "%.0f" % m if m < 10000 else "%.0fk" % (m / 1000.0)
+    if s["n"] > 1 and m:
+        txt += " ±%.0f%%" % (100.0 * (s["max"] - s["min"]) / 2.0 / m)
+    return txt
+
+
+def phases_markdown(cells, settings, summary, meta):
+    L = ["Machine: %s" % machine_line(meta["machine"]), ""]
+    busy = meta["machine"].get("loadavg_max")
+    cores = meta["machine"].get("cores_usable") or meta["machine"].get("cores") or 1
+    if busy is not None and busy > 1.5 * cores:
+        L += ["**The machine was busy during this run** (1-minute load average up to %s on %s cores): "
+              "times and page faults are less reliable than usual; RSS figures much less affected." % (busy, cores), ""]
+    L += ["Command: `%s` (%d interleaved runs per scenario and setting%s)" % (
+        meta["command"], meta["runs"], ", smoke arguments" if meta.get("smoke") else ""), "",
+          "Each figure is the median of the runs, ±half their range as a percentage of it. "
+          "*time*: the scenario's wall time; *page faults*: minor + major, whole process (wait4); "
+          "*peak RSS*: VmHWM; *RSS integral*: resident memory summed over the run (MiB·s, sampled "
+          "every 10 ms from outside the process); *small work*: malloc/free throughput of the "
+          "steady small-block loop between the phases (higher is better; the others: lower).", ""]
+    for cell in cells:
+        rows = summary[cell.name]
+        L += ["### %s" % cell.name.replace("phases_", ""), "", "%s — `%s`" % (
+            cell.what, " ".join(meta["cells"][cell.name]["args"])), ""]
+        head = ["setting"] + [label for _, label in PHASE_METRICS]
+        L.append("| " + " | ".join(head) + " |")
+        L.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+        best = {}
+        for key, _ in PHASE_METRICS:
+            vals = [rows[st["name"]][key]["median"] for st in settings if rows[st["name"]][key]["median"] is not None]
+            if vals:
+                best[key] = max(vals) if key == "work_ops_per_sec" else min(vals)
+        for st in settings:
+            r = rows[st["name"]]
+            cols = [st["name"]]
+            for key, _ in PHASE_METRICS:
+                s = r[key]
+                if key == "faults":
+                    txt = _fmt_faults(s)
+                elif key == "peak_rss_kb":
+                    txt = _fmt_spread(s, 1 / 1024.0, "%.1f")
+                elif key == "rss_integral_mib_s":
+                    txt = _fmt_spread(s, 1.0, "%.1f")
+                elif key == "work_ops_per_sec":
+                    txt = "-" if not s.get("median") else _fmt_spread(s, 1e-6, "%.0f")
+                else:
+                    txt = _fmt_spread(s)
+                if s.get("median") is not None and best.get(key) == s["median"] and txt != "-":
+                    txt = "**%s**" % txt
+                cols.append(txt)
+            if r["failures"]:
+                cols[0] += " [%d failed]" % r["failures"]
+            L.append("| " + " | ".join(cols) + " |")
+        tuned = rows.get("hakmem off+tuned", {}).get("env")
+        if tuned is not None:
+            extra = {k: v for k, v in tuned.items() if k != "HAKMEM_LEARN"}
+            details = (meta.get("tuned_details") or {}).get(cell.name) or {}
+            vs = details.get("vs_default") or {}
+            found = ""
+            if vs.get("ratio"):
+                rt = vs["ratio"]
+                found = (" — found by scripts/phases_grid.py (%s, hakmem %s): time x%.2f, RSS integral x%.2f, "
+                         "page faults x%.2f, peak RSS x%.2f against the defaults" % (
+                             (details.get("measured") or {}).get("date_utc", "?"),
+                             (details.get("measured") or {}).get("hakmem_commit", "?"),
+                             rt["seconds"], rt["rss_integral_mib_s"], rt["faults"], rt["peak_rss_kb"]))
+            if extra:
+                L += ["", "off+tuned: `%s`%s" % (" ".join("%s=%s" % kv for kv in sorted(extra.items())), found)]
+            elif cell.name in (meta.get("tuned") or {}):
+                L += ["", "off+tuned: the default options (the grid search found nothing better)"]
+            else:
+                L += ["", "off+tuned: no tuned options for this scenario in %s (run scripts/phases_grid.py)"
+                      % meta.get("tuned_file", "bench/phases_tuned.json")]
+        L.append("")
+    fails = [(c.name, st["name"], summary[c.name][st["name"]]["first_failure"]) for c in cells for st in settings
+             if summary[c.name][st["name"]]["first_failure"]]
+    if fails:
+        L += ["### Failed runs", ""]
+        for cname, a, f in fails:
+            cmd = f["cmd"]
+            if meta.get("hakmem_source") and meta.get("hakmem_snapshot"):
+                cmd = cmd.replace(meta["hakmem_snapshot"], meta["hakmem_source"])   # not the snapshot
+            L.append("- %s under %s: %s — reproduce: `%s`" % (cname, a, f["error"], cmd.replace(REPO + os.sep, "")))
+        L.append("")
+    allocs = []
+    for st in settings:
+        if st["alloc"] not in allocs:
+            allocs.append(st["alloc"])
+    L.append("Allocators: " + ", ".join("%s (%s)" % (a, describe_allocator(a, meta)) for a in allocs) + ".")
+    if any(st["alloc"] == "hakmem" for st in settings):
+        L += ["", "Settings of hakmem: *hakmem* is the library's defaults; *learn=MODE* sets HAKMEM_LEARN=MODE "
+              "(a library without the learning layer ignores it); *off+tuned* sets HAKMEM_LEARN=off and the "
+              "fixed options given under each table, the best that scripts/phases_grid.py found for that "
+              "scenario (%s)." % meta.get("tuned_file", "bench/phases_tuned.json")]
+    for note in meta.get("notes") or []:
+        L += ["", "Not measured: " + note]
+    if meta.get("packages"):
+        L += ["", "Packages: " + ", ".join(meta["packages"][k] for k in sorted(meta["packages"]))]
+    return "\n".join(L) + "\n"
+
+
+def write_phases_csv(path, records):
+    keys = ["cell", "setting", "run", "rc", "error", "seconds", "faults", "peak_rss_kb", "maxrss_kb",
+            "rss_integral_mib_s", "work_ops_per_sec", "rss_end_kb", "samples", "env", "cmd"]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(keys)
+        for r in records:
+            res = r["result"] or {}
+            w.writerow([r["cell"], r["allocator"], r["run"], r["rc"], r["error"] or ""]
+                       + [res.get(k, "") for k in keys[5:13]]
+                       + [" ".join("%s=%s" % kv for kv in sorted(r.get("env", {}).items())), r["cmd"]])
+
+
+PHASES_DOC = os.path.join(REPO, "docs", "PHASES.md")
+PHASES_IMG = os.path.join(REPO, "docs", "img")
+DOC_BEGIN = "<!-- phases table: written by bench/run.py --mode phases --publish -->"
+DOC_END = "<!-- end of the phases table -->"
+
+
+def trace_pictures(cells, build_dir, binary, log=print, trace_ms=20):
+    """docs/img/phases-SCENARIO.png (and .csv): each scenario under `hakmem run --trace` with
+    the default options."""
+    tool = os.path.join(build_dir_path(build_dir), "hakmem")
+    subprocess.run(["make", "-s", "-C", REPO, "BUILD=%s" % build_dir, "tool"], check=True)
+    os.makedirs(PHASES_IMG, exist_ok=True)
+    made = []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HAKMEM_") and k != "LD_PRELOAD"}
+    for cell in cells:
+        scen = cell.name.replace("phases_", "")
+        base = os.path.join(PHASES_IMG, "phases-%s" % scen)
+        prog = os.path.relpath(binary, REPO) if binary.startswith(REPO + os.sep) else binary
+        p = subprocess.run([tool, "run", "--trace", base, "--set", "TRACE_MS=%d" % trace_ms, "--",
+                            prog] + cell.argv("phases"), env=env, capture_output=True, text=True, cwd=REPO)
+        if p.returncode != 0 or not os.path.exists(base + ".png"):
+            log("trace picture for %s failed: %s" % (scen, (p.stderr or "").strip()[-500:]))
+            continue
+        made.append(base + ".png")
+        log("published %s" % _rel(base + ".png"))
+    return made
+
+
+def publish_phases_doc(table, log=print):
+    """Puts the table between the markers of docs/PHASES.md."""
+    try:
+        with open(PHASES_DOC) as f:
+            doc = f.read()
+    except OSError:
+        log("docs/PHASES.md not found: the table is only in bench/published/phases.md")
+        return
+    if DOC_BEGIN not in doc or DOC_END not in doc:
+        log("docs/PHASES.md has no table markers; left alone")
+        return
+    head, rest = doc.split(DOC_BEGIN, 1)
+    _, tail = rest.split(DOC_END, 1)
+    # the table's own headings go one level down in the document
+    body = re.sub(r"^### ", "#### ", table, flags=re.M)
+    with open(PHASES_DOC, "w") as f:
+        f.write(head + DOC_BEGIN + "\n\n" + body + "\n" + DOC_END + tail)
+    log("published %s" % _rel(PHASES_DOC))
+
+
+def main_phases(args, argv):
+    cells = select_cells(args.only, group="phases")
+    smoke = args.smoke
+    mode = "smoke" if smoke else "phases"
+    if args.list:
+        for c in cells:
+            print("%-20s %-8s %s    # %s" % (c.name, c.prog, " ".join(c.argv(mode)), c.what))
+        return 0
+    if not cells:
+        raise SystemExit("no phases cell matches %s" % args.only)
+    runs = args.runs or (1 if smoke else 3)
+    timeout = args.timeout or (60 if smoke else 300)
+    wanted = args.allocators.split(",") if args.allocators else None
+    allocs, notes = detect_allocators(build_dir_path(args.build), args.libdir, wanted)
+    for n in notes:
+        print("note: " + n)
+    if args.no_build:
+        binary = os.path.join(build_dir_path(args.build), "bench", "phases")
+    else:
+        binary = build_programs(args.build, ["phases"])["phases"]
+    if args.pictures:
+        return 0 if len(trace_pictures(cells, args.build, binary)) == len(cells) else 1
+    command = "python3 bench/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    if os.environ.get("BENCH_MAKE_TARGET"):
+        command = os.environ["BENCH_MAKE_TARGET"]
+    tuned = load_tuned(args.tuned)
+    out_dir = new_results_dir(args.results, "phases")
+    meta = {"mode": "phases", "smoke": smoke, "runs": runs, "command": command, "machine": machine_info(),
+            "notes": notes, "allocators": dict(allocs), "packages": package_versions(),
+            "tuned_file": _rel(args.tuned), "tuned": tuned, "tuned_details": load_tuned_details(args.tuned),
+            "cells": {c.name: {"prog": c.prog, "args": c.argv(mode), "what": c.what} for c in cells}}
+    if allocs.get("hakmem"):
+        snap = os.path.join(out_dir, "libhakmem.so")
+        shutil.copyfile(allocs["hakmem"], snap)
+        meta["hakmem_source"] = allocs["hakmem"]
+        meta["hakmem_sha256"] = hashlib.sha256(open(snap, "rb").read()).hexdigest()
+        meta["hakmem_snapshot"] = snap
+        allocs["hakmem"] = snap
+    settings = phase_settings(allocs, tuned, args.settings.split(",") if args.settings else None)
+    meta["settings"] = [{k: v for k, v in st.items() if k != "tuned_env"} for st in settings]
+    print("machine: " + machine_line(meta["machine"]))
+    print("settings: " + ", ".join(st["name"] for st in settings) + "; %d runs each, interleaved" % runs)
+    loads = []
+    records = run_phases(cells, settings, binary, mode, runs, timeout, load_samples=loads)
+    if loads:
+        meta["machine"]["loadavg_max"] = round(max(loads), 2)
+    summary = summarize_phases(cells, settings, records)
+    md = phases_markdown(cells, settings, summary, meta)
+    write_phases_csv(os.path.join(out_dir, "runs.csv"), records)
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump({"meta": meta, "summary": summary, "runs": records}, f, indent=1)
+    with open(os.path.join(out_dir, "table.md"), "w") as f:
+        f.write(md)
+    print()
+    print(md)
+    latest = copy_latest(out_dir, args.results, "phases")
+    print("results: %s (copied to %s)" % (_rel(out_dir), _rel(latest)))
+    if args.publish:
+        if smoke:
+            raise SystemExit("--publish with --smoke: the published table is of measured runs")
+        publish(out_dir, "phases")
+        trace_pictures(cells, args.build, binary)
+        publish_phases_doc(md)
+    return 0
+
 
 # ---- output folders --------------------------------------------------------------------------
 
@@ -964,14 +1444,15 @@ def publish(out_dir, mode, log=print):
 
 # ---- main ------------------------------------------------------------------------------------
 
-MODES = {"quick": {"runs": 5, "extra": 4, "timeout": 120, "warmup": False},
+MODES = {"phases": {"runs": 3, "extra": 0, "timeout": 300, "warmup": False},
+         "quick": {"runs": 5, "extra": 4, "timeout": 120, "warmup": False},
          "full": {"runs": 10, "extra": 5, "timeout": 600, "warmup": True},
          "smoke": {"runs": 1, "extra": 0, "timeout": 60, "warmup": False},
          "instr": {"runs": 1, "extra": 0, "timeout": 600, "warmup": False}}
 
 
-def select_cells(patterns, instr=False):
-    cells = [c for c in CELLS if (c.instr is not None or not instr)]
+def select_cells(patterns, instr=False, group="main"):
+    cells = [c for c in CELLS if c.group == group and (c.instr is not None or not instr)]
     if patterns:
         rx = [re.compile(p) for p in patterns]
         cells = [c for c in cells if any(r.search(c.name) for r in rx)]
@@ -999,12 +1480,22 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="print the cells and their arguments, run nothing")
     ap.add_argument("--train", metavar="LIB", help="run every cell once in --mode under LD_PRELOAD=LIB and "
                     "write no results (make pgo's training run; the exit status says whether all passed)")
+    ap.add_argument("--smoke", action="store_true", help="--mode phases: the short smoke arguments, 1 run")
+    ap.add_argument("--settings", help="--mode phases: comma-separated subset of the settings "
+                    "(hakmem, 'hakmem learn=off', ..., 'hakmem off+tuned', glibc, the peers)")
+    ap.add_argument("--pictures", action="store_true", help="--mode phases: only redraw docs/img/phases-*.png "
+                    "(hakmem run --trace, default options), no table")
+    ap.add_argument("--tuned", default=TUNED_FILE, help="--mode phases: the tuned options (default bench/phases_tuned.json)")
     ap.add_argument("--chart-from", metavar="DIR", help=argparse.SUPPRESS)
     ap.add_argument("--no-install", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.chart_from:
         return 0 if chart_from_dir(args.chart_from, install=not args.no_install) else 1
+    if args.mode == "phases":
+        return main_phases(args, argv)
+    if args.smoke or args.settings or args.pictures:
+        raise SystemExit("--smoke, --settings and --pictures go with --mode phases")
 
     instr = args.mode == "instr"
     cells = select_cells(args.only, instr=instr)

@@ -67,6 +67,7 @@ typedef struct hak_class_stats_s {
     unsigned long long refills, flushes;   /* tcache misses and overflows */
     unsigned long long remote_frees;       /* frees from a thread that did not own the block */
     unsigned long long spans_live;         /* spans of this class in use */
+    unsigned long long cached;             /* free blocks held in thread caches now */
 } hak_class_stats_t;
 
 typedef struct hak_stats_s {
@@ -83,10 +84,25 @@ typedef struct hak_stats_s {
     unsigned long long purge_starts;        /* times the background purge thread started */
     unsigned long long purge_rounds;        /* rounds of the background purge thread */
     unsigned long long reclaimed_spans;     /* spans returned for idle owners by other threads */
+    size_t in_use;                          /* bytes of tiny, mid and large blocks the program holds */
+    size_t span_bytes;                      /* bytes of the spans those and the cached blocks lie in */
+    size_t huge_in_use;                     /* bytes mapped for live huge blocks */
+    /* Free memory hakmem holds for reuse, now (resident unless purged): */
+    size_t cached_tiny, cached_mid, cached_large; /* free blocks in thread caches, per tier */
+    size_t pool_dirty;                      /* free span units not yet purged */
+    size_t bigcache, bigcache_dirty;        /* freed huge mappings kept; of them not purged */
 } hak_stats_t;
 
 HAK_EXPORT void hak_stats_get(hak_stats_t *out);
 HAK_EXPORT void hak_stats_print(FILE *out);
+
+/* ---- learned parameters -------------------------------------------------------------
+ * The values of hakmem's policy that may change while the program runs (purge delay,
+ * dirty cap, BigCache cap, retained superslabs, thread-cache depth per tier, and whatever
+ * a learning policy adds), each with the number of times it changed. Parameter i (from 0)
+ * into *name (static storage), *value and *changes (any of them may be NULL); returns 0,
+ * or -1 past the last one. hak_stats_print lists them; HAKMEM_TRACE_FILE records them. */
+HAK_EXPORT int hak_learned_get(int i, const char **name, long *value, unsigned long long *changes);
 
 #ifdef __cplusplus
 }

@@ -8,8 +8,8 @@
 options.def is a list of X-macro lines, HAK_OPTION(NAME, field, choices, default, min, max,
 when, description); its opening comment names the parameters in that order, and this
 script takes the order from there, so a reordering in the table that updates its comment
-needs no change here. STATS_FILE, the one text option, lives beside the table in
-src/options.c; its description is read from there.
+needs no change here. The text options (STATS_FILE, TRACE_FILE) live beside the table in
+src/options.c; their descriptions are read from there.
 
 tests/test_options.py imports load_options() and checks the document and the table that
 `build/hakmem options` prints against each other.
@@ -143,20 +143,31 @@ def _param_order(raw):
     return DEFAULT_PARAMS
 
 
-def _stats_file_option():
-    desc = "file the exit statistics go to (default: stderr)"
+# The text options, beside the table in src/options.c: (name, the variable holding the
+# description there, when, what the document says for "unset").
+TEXT_OPTIONS = [("STATS_FILE", "stats_file_desc", "ANY", "(stderr)"),
+                ("TRACE_FILE", "trace_file_desc", "INIT", "(none)")]
+
+
+def _text_options():
     try:
         with open(OPTIONS_C) as f:
-            m = re.search(r'stats_file_desc\[\]\s*=\s*((?:"(?:[^"\\]|\\.)*"\s*)+);', f.read())
-        if m:
-            desc = _c_string(m.group(1))
+            src = f.read()
     except OSError:
-        pass
-    return Option("STATS_FILE", "text", "-", description=desc)
+        src = ""
+    out = []
+    for name, var, when, unset in TEXT_OPTIONS:
+        m = re.search(re.escape(var) + r'\[\]\s*=\s*((?:"(?:[^"\\]|\\.)*"\s*)+);', src)
+        if not m:
+            raise ValueError("%s: no %s[] (the description of %s)" % (OPTIONS_C, var, name))
+        o = Option(name, "text", "-", when=when, description=_c_string(m.group(1)))
+        o.unset_text = unset
+        out.append(o)
+    return out
 
 
 def load_options(def_file=DEF_FILE):
-    """Every option, in the table's order, then STATS_FILE."""
+    """Every option, in the table's order, then the text options (STATS_FILE, TRACE_FILE)."""
     with open(def_file) as f:
         raw = f.read()
     order = _param_order(raw)
@@ -174,7 +185,7 @@ def load_options(def_file=DEF_FILE):
                               choices, a["when"].strip(), _c_string(a["description"])))
     if not options:
         raise ValueError("no %s( lines in %s" % (MACRO, def_file))
-    options.append(_stats_file_option())
+    options += _text_options()
     return options
 
 
@@ -225,7 +236,7 @@ the program wins over the environment variable of the same option.
 
 ## The `hakmem` command
 
-    hakmem run [--stats] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]
+    hakmem run [--stats] [--trace FILE] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]
     hakmem options
     hakmem version
 
@@ -234,6 +245,34 @@ libhakmem.so before anything already in it) and then executes the program. `--st
 sets `HAKMEM_STATS=1`; `--set NAME=VALUE` sets `HAKMEM_NAME=VALUE` after checking the name
 and the value against the table (names are case-insensitive, `-` may stand for `_`), so a
 typo fails at once instead of becoming a warning inside the program.
+
+`--trace FILE` records what hakmem did with the program's memory over time: it sets
+`HAKMEM_TRACE_FILE=FILE.csv` (`FILE` itself if it ends in `.csv`), runs the program as a
+child, and when it exits draws `FILE.png` with `plot_trace.py` (found as
+`<dir>/../share/hakmem/plot_trace.py` or `<dir>/plot_trace.py`; python3 with matplotlib —
+`apt-get install python3-matplotlib` — and if it is missing the CSV is kept and the command
+says so). The picture shows resident memory, hakmem's committed memory and the free memory
+it keeps (thread caches per tier, dirty span units, the BigCache), the program's mallocs
+per second and threads, and every learned parameter. The exit status is the program's; a
+program killed by a signal kills `hakmem run` with the same signal.
+
+### The trace file
+
+With `HAKMEM_TRACE_FILE` set, hakmem starts one sampler thread when it is loaded; every
+`HAKMEM_TRACE_MS` milliseconds (50) it appends a CSV row, and one more at exit. Columns:
+`time_ms` (since the start), `rss` (the process's resident bytes), `mapped`, `committed`
+(hakmem's mappings, less what is purged), `cached_tiny`, `cached_mid`, `cached_large`
+(bytes of free blocks in thread caches), `pool_dirty` (free span memory not yet purged),
+`bigcache`, `bigcache_dirty` (freed huge mappings kept, and those not yet purged),
+`threads` (live heaps), `allocs` (mallocs so far), then one `learned.NAME` column per
+learned parameter (`hak_learned_get` in `hakmem.h`; `hak_stats_print` lists them with their
+change counts). The sampler never allocates and runs with every signal blocked, but it is
+a thread: a program that must stay single-threaded should not be traced. Only the process
+that first reads the variable traces — and a program it execs in its place (a wrapper
+script, a version-manager shim), which appends to the same file — not the programs it
+starts (`HAKMEM_TRACE_OWNER` marks the owner). A program that does not load hakmem's
+malloc-replacing library (the `hak_*` API build, a static program without it) writes no
+trace.
 
 The library is looked for in this order; the first readable file wins:
 
@@ -278,7 +317,7 @@ def render(options):
             default = "`%s`" % o.default_text()
         else:
             accepts = "a file path"
-            default = "(stderr)"
+            default = getattr(o, "unset_text", "(none)")
         when = "start-up" if o.when == "INIT" else "any time"
         rows.append("| `%s` | %s | %s | %s | %s |" % (o.var, accepts, default, when,
                                                       _cell(o.description)))

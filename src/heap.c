@@ -620,6 +620,10 @@ void _hak_heap_stats_add(hak_stats_t *out) {
             k->refills += __atomic_load_n(&h->st.refills[c], __ATOMIC_RELAXED);
             k->flushes += __atomic_load_n(&h->st.flushes[c], __ATOMIC_RELAXED);
             k->remote_frees += r;
+            /* blocks in the tcache: cap + 1 - room (a racy snapshot, never negative) */
+            uint32_t cap = __atomic_load_n(&h->tc[c].cap, __ATOMIC_RELAXED);
+            uint32_t room = __atomic_load_n(&h->tc[c].room, __ATOMIC_RELAXED);
+            k->cached += room <= cap + 1 ? cap + 1 - room : 0;
         }
         out->threads_live += !h->shared;
     }

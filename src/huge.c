@@ -18,16 +18,19 @@ static hak_huge_t *cache;          /* most recently freed first */
 static size_t cache_bytes;
 static _Atomic size_t cache_unpurged;   /* cached bytes not yet purged, as of the last unlock
                                            (the purge thread's poll reads it without the lock) */
+static _Atomic size_t cache_seen;       /* cache_bytes as of the last unlock (statistics) */
 
 static void huge_unlock(void) {
     size_t left = 0;
     for (hak_huge_t *h = cache; h != NULL; h = h->next)
         if (!h->purged) left += h->maplen;
     relaxed_store(&cache_unpurged, left);
+    relaxed_store(&cache_seen, cache_bytes);
     hak_unlock(&huge_lock);
 }
 
 size_t _hak_huge_cached(void) { return relaxed_load(&cache_unpurged); }
+size_t _hak_huge_cache_bytes(void) { return relaxed_load(&cache_seen); }
 
 bool _hak_huge_check(const hak_huge_t *h, const void *p, const char *func) {
     if (h->magic != HAK_HUGE_MAGIC || (const char *)h + h->offset != (const char *)p) {
@@ -118,7 +121,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     hak_lock(&huge_lock);
     hak_huge_t *h = cache_take(maplen, malign, &tail, &tail_len);
     if (cache != NULL) purge_cache_locked(false);
-    hak_unlock(&huge_lock);
+    huge_unlock();
     unmap_tail(tail, tail_len);
     HAK_STAT_ADD(huge_allocs, 1);
     HAK_STAT_ADD(huge_live, 1);

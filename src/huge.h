@@ -15,7 +15,8 @@ bool _hak_huge_check(const hak_huge_t *h, const void *p, const char *func);
 size_t _hak_huge_usable(const hak_huge_t *h);
 size_t _hak_huge_purge(bool all);
 size_t _hak_huge_purge_tick(void);          /* purge what is due; bytes cached unpurged */
-size_t _hak_huge_cached(void);              /* bytes of cached mappings (a relaxed read) */
+size_t _hak_huge_cached(void);              /* bytes of cached mappings not yet purged (a relaxed read) */
+size_t _hak_huge_cache_bytes(void);         /* bytes of cached mappings, purged or not (a relaxed read) */
 void _hak_huge_lock(void);
 void _hak_huge_unlock(void);
 void _hak_huge_reset_lock(void);

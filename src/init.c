@@ -9,6 +9,7 @@
 #include "huge.h"
 #include "init.h"
 #include "options.h"
+#include "policy.h"
 #include "purge_thread.h"
 #include "registry.h"
 #include "size_class.h"
@@ -72,6 +73,7 @@ void _hak_init(void) {
         _hak_crash_handler_install(known_functions,
                                    (int)(sizeof known_functions / sizeof known_functions[0]));
         _hak_stats_init();
+        _hak_policy_register_params();
         atomic_store_explicit(&_hak_init_state, 3, memory_order_release);
     }
     hak_unlock(&init_lock);

@@ -35,6 +35,29 @@ static const option_t options[] = {
 };
 #define N_OPTIONS (sizeof options / sizeof *options)
 static const char stats_file_desc[] = "file the exit statistics go to (default: stderr)";
+static const char trace_file_desc[] = "record a timeline of memory use and learned parameters to this CSV file while the program runs (a sampler thread; HAKMEM_TRACE_MS sets the period)";
+
+/* The text options, beside the numeric table: a path each ("" for none). */
+typedef struct text_option_s {
+    const char *name;
+    char *value;
+    size_t cap;
+    int when;
+    const char *desc;
+} text_option_t;
+
+static const text_option_t text_options[] = {
+    { "STATS_FILE", _hak_opt.stats_file, sizeof _hak_opt.stats_file, ANY, stats_file_desc },
+    { "TRACE_FILE", _hak_opt.trace_file, sizeof _hak_opt.trace_file, INIT, trace_file_desc },
+};
+#define N_TEXT_OPTIONS (sizeof text_options / sizeof *text_options)
+
+static const text_option_t *find_text(const char *name) {
+    if (strncmp(name, "HAKMEM_", 7) == 0) name += 7;
+    for (size_t i = 0; i < N_TEXT_OPTIONS; i++)
+        if (strcmp(text_options[i].name, name) == 0) return &text_options[i];
+    return NULL;
+}
 
 static uint32_t set_by_program;     /* options hak_option_set gave a value: env loses */
 static _Atomic bool frozen;         /* hakmem has initialised: INIT options are fixed */
@@ -106,14 +129,24 @@ void _hak_options_init(void) {
         if (parse(o, v, &x)) *o->field = x;
         else warn_bad(o, v);
     }
-    const char *f = getenv("HAKMEM_STATS_FILE");
-    if (f != NULL && _hak_opt.stats_file[0] == 0) copy_str(_hak_opt.stats_file, sizeof _hak_opt.stats_file, f);
+    for (size_t i = 0; i < N_TEXT_OPTIONS; i++) {     /* a value the program set wins */
+        const text_option_t *t = &text_options[i];
+        char var[64] = "HAKMEM_";
+        copy_str(var + 7, sizeof var - 7, t->name);
+        const char *f = getenv(var);
+        if (f != NULL && t->value[0] == 0) copy_str(t->value, t->cap, f);
+    }
 }
 
 HAK_EXPORT int hak_option_set(const char *name, const char *value) {
     if (name == NULL || value == NULL) { errno = EINVAL; return -1; }
-    if (strcmp(name, "STATS_FILE") == 0 || strcmp(name, "HAKMEM_STATS_FILE") == 0) {
-        copy_str(_hak_opt.stats_file, sizeof _hak_opt.stats_file, value);
+    const text_option_t *t = find_text(name);
+    if (t != NULL) {
+        if (t->when == INIT && atomic_load_explicit(&frozen, memory_order_acquire)) {
+            errno = EBUSY;
+            return -1;
+        }
+        copy_str(t->value, t->cap, value);
         return 0;
     }
     const option_t *o = find(name);
@@ -161,8 +194,13 @@ HAK_EXPORT void hak_options_print(FILE *out) {
                 value_text(o, o->def, b, sizeof b), accepts(o, c, sizeof c), o->desc,
                 o->when == INIT ? " (read at start-up)" : "");
     }
-    fprintf(out, "%-26s %-10s %-10s %-22s %s\n", "HAKMEM_STATS_FILE",
-            _hak_opt.stats_file[0] ? _hak_opt.stats_file : "-", "-", "a file path", stats_file_desc);
+    for (size_t i = 0; i < N_TEXT_OPTIONS; i++) {
+        const text_option_t *t = &text_options[i];
+        char var[64];
+        snprintf(var, sizeof var, "HAKMEM_%s", t->name);
+        fprintf(out, "%-26s %-10s %-10s %-22s %s%s\n", var, t->value[0] ? t->value : "-", "-",
+                "a file path", t->desc, t->when == INIT ? " (read at start-up)" : "");
+    }
 }
 
 /* HAKMEM_VERBOSE=1: the table on stderr at start-up, written without stdio. */

@@ -9,6 +9,7 @@ typedef struct hak_options_s {
 #include "options.def"
 #undef HAK_OPTION
     char stats_file[256];     /* HAKMEM_STATS_FILE: "" for stderr */
+    char trace_file[256];     /* HAKMEM_TRACE_FILE: "" for no trace */
 } hak_options_t;
 extern hak_options_t _hak_opt;
 void _hak_options_init(void);       /* reads HAKMEM_*; INIT options are fixed from then on */

@@ -15,11 +15,20 @@
  *           they are what small blocks still come from.
  *
  * Then the allocation fails with ENOMEM (_hak_policy_out_of_memory). malloc_trim is every
- * step at once, and unmaps every empty superslab. Nothing here calls back up into malloc. */
+ * step at once, and unmaps every empty superslab. Nothing here calls back up into malloc.
+ *
+ * The policy's parameters (how long free memory waits before it is purged, how much may
+ * stay dirty, the BigCache, the retained superslabs, the thread caches' depth) are
+ * registered at start-up as the learned parameters (learned.h) with their fixed values,
+ * so that the statistics and the trace show them whether or not anything adapts them. */
+#include <limits.h>
 #include "counters.h"
 #include "heap.h"
 #include "huge.h"
+#include "learned.h"
+#include "options.h"
 #include "policy.h"
+#include "size_class.h"
 #include "superslab.h"
 
 /* Step 0. Always worth a retry: blocks may have come home without freeing whole spans. */
@@ -61,4 +70,25 @@ bool _hak_policy_trim(void) {
     bool any = _hak_pool_purge(true, true) + _hak_huge_purge(true) > 0;
     errno = saved;
     return any;
+}
+
+/* The deepest thread cache of the classes from lo to hi (blocks), as heaps made now get. */
+static long tier_depth(uint32_t lo, uint32_t hi) {
+    long ceiling = _hak_opt.tcache_max > 0 ? _hak_opt.tcache_max : LONG_MAX, depth = 0;
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        if (_hak_class_size[c] < lo || _hak_class_size[c] > hi) continue;
+        long cap = _hak_class_cap[c] < ceiling ? _hak_class_cap[c] : ceiling;
+        if (cap > depth) depth = cap;
+    }
+    return depth;
+}
+
+void _hak_policy_register_params(void) {
+    _hak_learned_add("purge_delay_ms", &_hak_opt.purge_delay_ms);
+    _hak_learned_add("dirty_max_mb", &_hak_opt.dirty_max_mb);
+    _hak_learned_add("bigcache_mb", &_hak_opt.bigcache_mb);
+    _hak_learned_add("superslab_retain", &_hak_opt.superslab_retain);
+    _hak_learned_add_value("tcache_tiny", tier_depth(0, HAK_TINY_MAX));
+    _hak_learned_add_value("tcache_mid", tier_depth(HAK_TINY_MAX + 1, HAK_MID_MAX));
+    _hak_learned_add_value("tcache_large", tier_depth(HAK_MID_MAX + 1, HAK_LARGE_MAX));
 }

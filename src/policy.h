@@ -11,5 +11,7 @@ bool _hak_policy_try_harder(int step);
 void _hak_policy_out_of_memory(size_t size);
 /* malloc_trim: everything free goes back. True if anything did. */
 bool _hak_policy_trim(void);
+/* At start-up: the policy's parameters into the registry of learned parameters. */
+void _hak_policy_register_params(void);
 
 #endif

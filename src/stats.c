@@ -10,10 +10,13 @@
 #include <unistd.h>
 #include "counters.h"
 #include "heap.h"
+#include "huge.h"
+#include "learned.h"
 #include "options.h"
 #include "os.h"
 #include "size_class.h"
 #include "stats.h"
+#include "superslab.h"
 
 HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
     memset(out, 0, sizeof *out);
@@ -33,6 +36,8 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
         unsigned long long *f = bs <= HAK_TINY_MAX ? &out->tiny_frees : bs <= HAK_MID_MAX ? &out->mid_frees : &out->large_frees;
         *a += out->cls[c].allocs;
         *f += out->cls[c].frees;
+        size_t *cached = bs <= HAK_TINY_MAX ? &out->cached_tiny : bs <= HAK_MID_MAX ? &out->cached_mid : &out->cached_large;
+        *cached += (size_t)out->cls[c].cached * bs;
     }
     out->huge_allocs = relaxed_load(&_hak_gstats.huge_allocs);
     out->huge_frees = relaxed_load(&_hak_gstats.huge_frees);
@@ -53,6 +58,16 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
     out->purge_starts = relaxed_load(&_hak_gstats.purge_starts);
     out->purge_rounds = relaxed_load(&_hak_gstats.purge_rounds);
     out->reclaimed_spans = relaxed_load(&_hak_gstats.reclaimed_spans);
+    out->pool_dirty = _hak_pool_dirty();
+    out->bigcache = _hak_huge_cache_bytes();
+    out->bigcache_dirty = _hak_huge_cached();
+    if (out->bigcache_dirty > out->bigcache) out->bigcache_dirty = out->bigcache;
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_class_stats_t *k = &out->cls[c];
+        if (k->allocs > k->frees) out->in_use += (size_t)(k->allocs - k->frees) * k->block_size;
+        out->span_bytes += (size_t)k->spans_live * _hak_class_units[c] * HAK_UNIT_SIZE;
+    }
+    out->huge_in_use = hm > out->bigcache ? hm - out->bigcache : 0;
 }
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -81,6 +96,19 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
             st.superslabs_live, st.superslabs_peak, st.huge_live, st.bigcache_hits, st.bigcache_misses);
     fprintf(out, "threads: %llu live, %llu started; purge thread: %llu starts, %llu rounds; %llu spans reclaimed for idle owners\n",
             st.threads_live, st.threads_total, st.purge_starts, st.purge_rounds, st.reclaimed_spans);
+    fprintf(out, "in use: %.1f MiB in blocks (in %.1f MiB of spans), %.1f MiB in huge blocks\n",
+            mib(st.in_use), mib(st.span_bytes), mib(st.huge_in_use));
+    fprintf(out, "free memory kept: thread caches %.1f MiB (tiny %.1f, mid %.1f, large %.1f), dirty spans %.1f MiB, BigCache %.1f MiB (%.1f MiB not purged)\n",
+            mib(st.cached_tiny + st.cached_mid + st.cached_large), mib(st.cached_tiny), mib(st.cached_mid),
+            mib(st.cached_large), mib(st.pool_dirty), mib(st.bigcache), mib(st.bigcache_dirty));
+    const char *name;
+    long value;
+    unsigned long long changes;
+    fputs("learned parameters:", out);
+    int i = 0;
+    for (; hak_learned_get(i, &name, &value, &changes) == 0; i++)
+        fprintf(out, "%s %s %ld (%llu change%s)", i ? "," : "", name, value, changes, changes == 1 ? "" : "s");
+    fputs(i ? "\n" : " none\n", out);
 }
 
 /* HAKMEM_STATS=1: the table at exit. A destructor rather than atexit, so it also runs when

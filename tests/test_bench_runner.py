@@ -234,7 +234,8 @@ def test_bench_mk_builds_every_program():
     m = re.search(r"BENCH_PROGS\s*:=\s*((?:.*\\\n)*.*)", text)
     progs = set(m.group(1).replace("\\\n", " ").split())
     assert set(run.PROGRAMS) <= progs
-    for target in ("bench:", "bench-full:", "bench-peers:", "bench-instr:"):
+    for target in ("bench:", "bench-full:", "bench-peers:", "bench-instr:", "bench-phases:",
+                   "bench-phases-grid:"):
         assert re.search(r"^" + re.escape(target), text, re.M), target
 
 
@@ -507,3 +508,113 @@ def test_markdown_warns_when_the_machine_was_busy():
     assert "machine was busy" not in run.markdown_tables(cells, allocs, s, meta)
     meta["machine"]["loadavg_max"] = 9.5
     assert "machine was busy" in run.markdown_tables(cells, allocs, s, meta)
+
+
+# ---- the phases group (--mode phases) -----------------------------------------------------------
+
+def test_phases_cells():
+    phases = run.select_cells(None, group="phases")
+    names = [c.name for c in phases]
+    assert names == ["phases_burst", "phases_periodic", "phases_idle_threads", "phases_huge_loop",
+                     "phases_phase_change"]
+    assert not set(names) & {c.name for c in run.select_cells(None)}, "phases cells in the quick set"
+    with open(os.path.join(ROOT, "bench", "phases.c")) as f:
+        src = f.read()
+    for c in phases:
+        assert c.prog == "phases" and c.group == "phases"
+        scen = c.name[len("phases_"):]
+        assert '"%s"' % scen in src, scen                 # a scenario phases.c knows
+        assert "--scenario=%s" % scen in c.argv("phases") and "--scenario=%s" % scen in c.argv("smoke")
+        assert c.argv("phases") != c.argv("smoke")
+
+
+def test_rss_integral():
+    s = [(0.0, 1024), (1.0, 1024), (2.0, 3072)]
+    assert run.rss_integral(s) == pytest.approx(1.0 + 2.0)
+    assert run.rss_integral(s, end=3.0) == pytest.approx(6.0)       # the last sample held
+    assert run.rss_integral([], end=1.0) == 0.0
+    assert run.rss_integral([(0.5, 2048)], end=1.5) == pytest.approx(2.0)
+
+
+def test_phase_settings_and_environments(tmp_path):
+    tuned_file = tmp_path / "tuned.json"
+    tuned_file.write_text('{"scenarios": {"phases_burst": {"env": {"HAKMEM_PURGE_DELAY_MS": 0}}}}')
+    tuned = run.load_tuned(str(tuned_file))
+    assert tuned == {"phases_burst": {"HAKMEM_PURGE_DELAY_MS": "0"}}
+    assert run.load_tuned(str(tmp_path / "missing.json")) == {}
+    allocs = {"glibc": None, "hakmem": "/h.so", "mimalloc": "/m.so"}
+    st = run.phase_settings(allocs, tuned)
+    assert [x["name"] for x in st] == ["hakmem", "hakmem learn=off", "hakmem learn=speed",
+                                       "hakmem learn=balanced", "hakmem learn=memory",
+                                       "hakmem off+tuned", "glibc", "mimalloc"]
+    by = {x["name"]: x for x in st}
+    cells = {c.name: c for c in run.select_cells(None, group="phases")}
+    assert run.setting_env(by["hakmem"], cells["phases_burst"]) == {}
+    assert run.setting_env(by["hakmem learn=memory"], cells["phases_burst"]) == {"HAKMEM_LEARN": "memory"}
+    assert run.setting_env(by["hakmem off+tuned"], cells["phases_burst"]) == {
+        "HAKMEM_LEARN": "off", "HAKMEM_PURGE_DELAY_MS": "0"}
+    assert run.setting_env(by["hakmem off+tuned"], cells["phases_periodic"]) == {"HAKMEM_LEARN": "off"}
+    assert by["hakmem off+tuned"]["preload"] == "/h.so" and by["glibc"]["preload"] is None
+    assert [x["name"] for x in run.phase_settings(allocs, tuned, ["glibc", "hakmem learn=off"])] == \
+        ["hakmem learn=off", "glibc"]
+    with pytest.raises(SystemExit):
+        run.phase_settings(allocs, tuned, ["hakmem learn=sometimes"])
+    assert [x["name"] for x in run.phase_settings({"glibc": None}, tuned)] == ["glibc"]
+    assert run.env_command_line("/b/p", ["--x=1"], "/h.so", {"HAKMEM_LEARN": "off"}) == \
+        "HAKMEM_LEARN=off LD_PRELOAD=/h.so /b/p --x=1"
+
+
+def _phase_record(cell, setting, r, seconds, integral, env=None):
+    res = {"bench": "phases", "threads": 1, "ops": 100, "seconds": seconds, "ops_per_sec": 1.0,
+           "peak_rss_kb": 10240, "faults": 5000 + r, "rss_integral_mib_s": integral,
+           "work_ops_per_sec": 2e8, "rss_end_kb": 2048}
+    return {"cell": cell, "allocator": setting, "run": r, "rc": 0, "result": res, "error": None,
+            "cmd": "x", "env": env or {}}
+
+
+def test_phases_summary_and_markdown():
+    cells = [c for c in run.select_cells(None, group="phases") if c.name == "phases_burst"]
+    settings = run.phase_settings({"glibc": None, "hakmem": "/h.so"},
+                                  {"phases_burst": {"HAKMEM_DIRTY_MAX_MB": "128"}})
+    recs = []
+    for r in range(3):
+        for st in settings:
+            recs.append(_phase_record("phases_burst", st["name"], r, 2.0 + 0.1 * r,
+                                      100.0 if st["alloc"] == "hakmem" else 300.0))
+    recs.append({"cell": "phases_burst", "allocator": "glibc", "run": 3, "rc": -11, "result": None,
+                 "error": "exit status -11 (signal 11)", "cmd": "LD_PRELOAD= /b/phases", "env": {}})
+    s = run.summarize_phases(cells, settings, recs)
+    row = s["phases_burst"]["hakmem off+tuned"]
+    assert row["seconds"]["median"] == pytest.approx(2.1) and row["rss_integral_mib_s"]["median"] == 100.0
+    assert row["env"] == {"HAKMEM_LEARN": "off", "HAKMEM_DIRTY_MAX_MB": "128"}
+    assert s["phases_burst"]["glibc"]["failures"] == 1
+    meta = {"machine": {"cpu": "cpu", "cores": 2, "kernel": "6", "glibc": "glibc 2.36", "date_utc": "now"},
+            "command": "make bench-phases", "runs": 3, "allocators": {"glibc": None, "hakmem": "/h.so"},
+            "cells": {"phases_burst": {"args": ["--scenario=burst"]}}, "tuned": {}, "packages": {}}
+    md = run.phases_markdown(cells, settings, s, meta)
+    assert "### burst" in md and "| hakmem learn=balanced |" in md and "| hakmem off+tuned |" in md
+    assert "2.10 ±5%" in md                              # median, half the range
+    assert "**100.0 ±0%**" in md                         # the smallest RSS integral in bold
+    assert "off+tuned: `HAKMEM_DIRTY_MAX_MB=128`" in md
+    assert "glibc [1 failed]" in md and "Failed runs" in md
+    assert "make bench-phases" in md
+
+
+def test_tuned_file_names_real_options():
+    """bench/phases_tuned.json (written by scripts/phases_grid.py --write), where present:
+    scenarios of the phases group and options of the table, within their ranges."""
+    path = os.path.join(ROOT, "bench", "phases_tuned.json")
+    if not os.path.exists(path):
+        pytest.skip("no bench/phases_tuned.json yet (make bench-phases-grid writes it)")
+    spec = importlib.util.spec_from_file_location("gen_options_doc", os.path.join(ROOT, "scripts", "gen_options_doc.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    opts = {o.var: o for o in gen.load_options() if o.kind == "number"}
+    names = {c.name for c in run.select_cells(None, group="phases")}
+    tuned = run.load_tuned(path)
+    assert tuned, "the file lists no scenario"
+    for cell, env in tuned.items():
+        assert cell in names, cell
+        for k, v in env.items():
+            assert k in opts, k
+            assert opts[k].lo <= int(v) <= opts[k].hi, (k, v)

@@ -63,6 +63,9 @@ def test_workload_smoke(binaries, cell, allocator):
             assert r["acquires"] > 0 and r["visits_per_acq"] > 0 and r["superslabs"] > 0
     if cell.prog == "larson":
         assert r["remote_pct"] > 50, "most frees in Larson should be remote"
+    if cell.prog == "phases":
+        assert r["scenario"] == cell.name[len("phases_"):]
+        assert r["rss_end_kb"] > 0 and r["minflt"] > 0
 
 
 def test_programs_reject_bad_arguments(binaries):
@@ -98,3 +101,47 @@ def test_runner_end_to_end(binaries, tmp_path):
         assert (latest / f).exists(), f
     table = (latest / "table.md").read_text()
     assert "| tiny_hot_64 |" in table and "hakmem ÷ glibc" in table
+
+
+def test_phases_sampled_from_outside(binaries):
+    """run_sampled: the RSS integral from /proc samples, page faults from wait4."""
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: the workloads run under the system allocator only")
+    cell = [c for c in run.select_cells(None, group="phases") if c.name == "phases_burst"][0]
+    for preload in (LIB_SO, None):
+        rec = run.run_sampled(binaries["phases"], cell.argv("smoke"), preload, {"HAKMEM_LEARN": "off"}, 60)
+        assert rec["error"] is None, "%s\nreproduce: %s" % (rec["error"], rec["cmd"])
+        r = rec["result"]
+        assert r["samples"] >= 1 and rec["rss_samples"], rec
+        assert r["rss_integral_mib_s"] > 0 and r["faults"] > 0 and r["maxrss_kb"] > 0
+        # no more than the peak over the process's whole life
+        assert r["rss_integral_mib_s"] <= r["maxrss_kb"] / 1024.0 * r["process_seconds"] * 1.01 + 0.1
+        assert rec["cmd"].startswith("HAKMEM_LEARN=off ")
+    bad = subprocess.run([binaries["phases"], "--scenario=nosuch"], capture_output=True, text=True, timeout=10)
+    assert bad.returncode == 2 and "unknown scenario" in bad.stderr
+    none = subprocess.run([binaries["phases"]], capture_output=True, text=True, timeout=10)
+    assert none.returncode == 2 and "--scenario" in none.stderr
+
+
+def test_phases_runner_end_to_end(binaries, tmp_path):
+    """--mode phases --smoke writes the per-scenario table and JSON for a few settings."""
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: the runner's report compares hakmem's settings")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--mode", "phases", "--smoke",
+                        "--build", BUILD, "--no-build", "--allocators", "glibc,hakmem",
+                        "--settings", "hakmem,hakmem learn=memory,hakmem off+tuned,glibc",
+                        "--only", "burst", "--only", "huge_loop", "--results", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    latest = tmp_path / "latest-phases"
+    for f in ("runs.csv", "summary.json", "table.md"):
+        assert (latest / f).exists(), f
+    table = (latest / "table.md").read_text()
+    for want in ("### burst", "### huge_loop", "| hakmem learn=memory |", "| hakmem off+tuned |",
+                 "| glibc |", "RSS integral (MiB·s)"):
+        assert want in table, want
+    import json
+    data = json.loads((latest / "summary.json").read_text())
+    assert set(data["summary"]) == {"phases_burst", "phases_huge_loop"}
+    row = data["summary"]["phases_burst"]["hakmem learn=memory"]
+    assert row["env"] == {"HAKMEM_LEARN": "memory"} and row["rss_integral_mib_s"]["median"] > 0

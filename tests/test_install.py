@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
 
 INSTALLED = ["lib/libhakmem.so", "lib/libhakmem.a", "include/hakmem.h",
-             "lib/pkgconfig/hakmem.pc", "bin/hakmem"]
+             "lib/pkgconfig/hakmem.pc", "bin/hakmem", "share/hakmem/plot_trace.py"]
 
 
 @pytest.fixture(scope="module")

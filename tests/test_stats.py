@@ -28,6 +28,9 @@ def test_stats_at_exit_of_a_real_program(tmp_path):
                            text=True, timeout=120)
     assert r.returncode == 0 and r.stdout == plain.stdout
     assert "hakmem statistics" in r.stderr and "tiny" in r.stderr and "memory: mapped" in r.stderr
+    # the learned parameters with their change counts, and the free memory hakmem keeps
+    assert "learned parameters: purge_delay_ms 500 (0 changes)" in r.stderr, r.stderr
+    assert "free memory kept: thread caches" in r.stderr, r.stderr
     f = tmp_path / "stats.txt"
     env["HAKMEM_STATS_FILE"] = str(f)
     r = subprocess.run(["/usr/bin/python3", "-c", script], env=env, capture_output=True,

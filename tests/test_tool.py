@@ -296,3 +296,134 @@ def test_library_path_with_a_space_is_refused(tool, tmp_path):
     shutil.copy(LIB_SO, d / "lib" / "libhakmem.so")
     r = run([str(d / "bin" / "hakmem"), "run", "--", "true"])
     assert r.returncode == RC_HAKMEM_FAILED and "spaces" in r.stderr, r
+
+
+# ---- run --trace ---------------------------------------------------------------------------
+
+TRACE_COLUMNS = ["time_ms", "rss", "mapped", "committed", "in_use", "spans", "huge_in_use",
+                 "cached_tiny", "cached_mid", "cached_large", "pool_dirty", "bigcache",
+                 "bigcache_dirty", "threads", "allocs"]
+# Allocates and frees in phases, so the trace has something to show; starts a child
+# process (which must not write into the same trace).
+PY_PHASES = ("import subprocess, sys, time\n"
+             "for _ in range(3):\n"
+             "    x = [bytearray(700) for _ in range(60000)]\n"
+             "    time.sleep(0.05)\n"
+             "    del x\n"
+             "    time.sleep(0.05)\n"
+             "subprocess.run([sys.executable, '-c', 'print(1)'], check=True)\n"
+             "print('done')\n")
+
+
+def _matplotlib_python():
+    """A python3 that plot_trace.py will find (the one on PATH, or Debian's, which the
+    script falls back to) with matplotlib, installing python3-matplotlib if need be; None
+    if there is none and it cannot be installed."""
+    def have():
+        for py in (shutil.which("python3"), "/usr/bin/python3"):
+            if py and os.path.exists(py) and subprocess.run(
+                    [py, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+                return py
+        return None
+    if have() is None and shutil.which("apt-get") and os.geteuid() == 0:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for cmd in (["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-matplotlib"],
+                    ["apt-get", "update", "-q"],
+                    ["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-matplotlib"]):
+            subprocess.run(cmd, env=env, capture_output=True, timeout=600)
+            if have():
+                break
+    return have()
+
+
+def read_trace(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    head = lines[0].split(",")
+    rows = [[int(x) for x in ln.split(",")] for ln in lines[1:]]
+    return head, rows
+
+
+def test_run_trace_writes_a_csv_and_a_picture(tool, tmp_path):
+    py = python_exe()
+    base = tmp_path / "trace"
+    r = hakmem("run", "--trace", str(base), "--set", "TRACE_MS=10", "--", py, "-c", PY_PHASES,
+               timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "done"], r.stdout
+    csv_path = tmp_path / "trace.csv"
+    assert csv_path.exists(), r.stderr
+    head, rows = read_trace(csv_path)
+    assert head[:len(TRACE_COLUMNS)] == TRACE_COLUMNS, head
+    learned = [h for h in head if h.startswith("learned.")]
+    assert "learned.purge_delay_ms" in learned and "learned.tcache_tiny" in learned, head
+    # one header, then rows of numbers: the child process wrote nothing into this file
+    assert len(rows) >= 10, rows
+    assert all(len(row) == len(head) for row in rows), rows
+    times = [row[0] for row in rows]
+    assert times == sorted(times), times
+    rss, in_use = head.index("rss"), head.index("in_use")
+    assert max(row[rss] for row in rows) > 40 << 20, "the 40 MiB phases do not show"
+    assert max(row[in_use] for row in rows) > 30 << 20, "the blocks in use do not show"
+    assert rows[0][head.index("learned.purge_delay_ms")] == 500
+    if _matplotlib_python() is None:
+        assert "python3-matplotlib" in r.stderr, r.stderr
+        pytest.skip("matplotlib is not installed and could not be installed "
+                    "(python3-matplotlib): the CSV was checked, not the picture")
+    png = tmp_path / "trace.png"
+    assert png.exists(), r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "trace in %s, picture in %s" % (csv_path, png) in r.stderr, r.stderr
+
+
+def test_run_trace_name_ending_in_csv_and_exit_status(tool, tmp_path):
+    target = tmp_path / "t.csv"
+    r = hakmem("run", "--trace=%s" % target, "--", "sh", "-c", "exit 7")
+    assert r.returncode == 7, r.stderr
+    head, rows = read_trace(target)
+    assert head[0] == "time_ms" and rows, rows
+    r = hakmem("run", "--trace", str(tmp_path / "k"), "--", "sh", "-c", "kill -TERM $$")
+    assert r.returncode == -signal.SIGTERM, r
+    assert (tmp_path / "k.csv").exists()
+    r = hakmem("run", "--trace", str(tmp_path / "n"), "--", "no-such-program-hakmem-test")
+    assert r.returncode == RC_NOT_FOUND, r
+    assert not (tmp_path / "n.csv").exists()
+    r = hakmem("run", "--trace")
+    assert r.returncode == RC_HAKMEM_FAILED, r
+
+
+def test_run_trace_without_matplotlib_keeps_the_csv(tool, tmp_path):
+    """A python3 without matplotlib (site-packages off, no fallback): the command says how
+    to install it, keeps the CSV and exits as the program did."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "python3"
+    fake.write_text("#!/bin/sh\nexec %s -S \"$@\"\n" % python_exe())
+    fake.chmod(0o755)
+    probe = subprocess.run([str(fake), "-c", "import matplotlib"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("matplotlib is importable even without site-packages here")
+    env = clean_env(PATH=str(bindir) + os.pathsep + os.environ.get("PATH", ""),
+                    HAKMEM_PLOT_TRACE_REEXEC="1")
+    r = hakmem("run", "--trace", str(tmp_path / "t"), "--", "sh", "-c", "exit 3", env=env)
+    assert r.returncode == 3, r.stderr
+    assert (tmp_path / "t.csv").exists()
+    assert not (tmp_path / "t.png").exists()
+    assert "python3-matplotlib" in r.stderr and str(tmp_path / "t.csv") in r.stderr, r.stderr
+
+
+def test_trace_file_without_the_command(tool, tmp_path):
+    """HAKMEM_TRACE_FILE alone, preloaded: a header and rows, the last one written at exit;
+    a program the traced one starts does not write into it."""
+    out = tmp_path / "plain.csv"
+    r = run(["sh", "-c", "sh -c true; sleep 0.1"],
+            env=clean_env(LD_PRELOAD=LIB_SO, HAKMEM_TRACE_FILE=str(out), HAKMEM_TRACE_MS="20"))
+    assert r.returncode == 0, r.stderr
+    head, rows = read_trace(out)
+    assert head[0] == "time_ms" and len(rows) >= 2, rows
+    assert hakmem_lines(r.stderr) == [], r.stderr
+    r = run(["true"], env=clean_env(LD_PRELOAD=LIB_SO,
+                                     HAKMEM_TRACE_FILE=str(tmp_path / "no" / "such" / "dir.csv")))
+    assert r.returncode == 0
+    lines = hakmem_lines(r.stderr)
+    assert len(lines) == 1 and "cannot write the trace" in lines[0], r.stderr

@@ -54,7 +54,7 @@ MISUSE_CFLAGS := $(TEST_CFLAGS) -fno-builtin
 API_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter \
                -Iinclude -Isrc -pthread
 UNIT_CFLAGS := $(API_CFLAGS)
-TEST_HDRS   := $(wildcard tests/helpers/*.h)
+TEST_HDRS   := $(wildcard tests/helpers/*.h) include/hakmem.h
 
 TEST_SRCS     := $(wildcard tests/api/*.c tests/stress/*.c)
 TEST_PROGS    := $(foreach s,$(TEST_SRCS),$(TEST_BUILD)/$(basename $(notdir $(s))))

@@ -1,6 +1,6 @@
 /* hakmem — the command-line front end: run a program under hakmem, show the options.
  *
- *   hakmem run [--stats] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]
+ *   hakmem run [--stats] [--trace FILE] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]
  *   hakmem options
  *   hakmem version
  *
@@ -26,13 +26,26 @@
  * Exit status of `run`: the program's own (exec replaces this process); 125 when hakmem
  * itself fails (bad arguments, unknown option, no library); 126 when the program exists but
  * cannot be executed; 127 when it is not found — the conventions of env(1) and timeout(1).
- * The other commands exit 0, or 2 on a usage error. */
+ * The other commands exit 0, or 2 on a usage error.
+ *
+ * `run --trace FILE` cannot exec in place: it runs the program as a child with
+ * HAKMEM_TRACE_FILE=FILE.csv (FILE itself if it ends in .csv), waits for it (ignoring
+ * SIGINT and SIGQUIT meanwhile, as system(3) does, so ^C reaches the program and the
+ * picture is still drawn), then runs scripts/plot_trace.py to draw FILE.png, and exits as
+ * the program did (a program killed by a signal: the same signal, raised again). The script
+ * is looked for as <dir>/../share/hakmem/plot_trace.py (installed), <dir>/plot_trace.py
+ * (the build tree; make copies it there) and <dir>/../scripts/plot_trace.py. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hakmem.h"
@@ -40,7 +53,7 @@
 enum { EXIT_USAGE = 2, EXIT_RUN_FAILED = 125, EXIT_CANNOT_EXEC = 126, EXIT_NOT_FOUND = 127 };
 
 static const char usage_text[] =
-    "usage: hakmem run [--stats] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]\n"
+    "usage: hakmem run [--stats] [--trace FILE] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]\n"
     "       hakmem options\n"
     "       hakmem version\n"
     "       hakmem --help\n"
@@ -49,6 +62,10 @@ static const char usage_text[] =
     "  run      run PROGRAM with hakmem as its allocator (LD_PRELOAD=libhakmem.so)\n"
     "             --stats            print hakmem's statistics when the program exits\n"
     "                                (HAKMEM_STATS=1; to a file with --set STATS_FILE=PATH)\n"
+    "             --trace FILE       record memory use and learned parameters over time into\n"
+    "                                FILE.csv (HAKMEM_TRACE_FILE; every 50 ms, --set\n"
+    "                                TRACE_MS=N to change) and draw FILE.png when the program\n"
+    "                                exits (python3 with matplotlib)\n"
     "             --set NAME=VALUE   set option HAKMEM_NAME=VALUE; the name and value are\n"
     "                                checked against the option table first\n"
     "             --lib PATH         preload this libhakmem.so instead of the one found\n"
@@ -114,8 +131,8 @@ static int parse_set(const char *arg, char **env_out) {
     const char *bare = strncmp(name, "HAKMEM_", 7) == 0 ? name + 7 : name;
     const char *value = eq + 1;
 
-    /* STATS_FILE is the one text option: outside the numeric table, any value goes. */
-    if (strcmp(bare, "STATS_FILE") != 0) {
+    /* The text options are outside the numeric table: any value goes. */
+    if (strcmp(bare, "STATS_FILE") != 0 && strcmp(bare, "TRACE_FILE") != 0) {
         errno = 0;
         if (hak_option_get(bare) == -1 && errno == EINVAL) {
             fprintf(stderr, "hakmem: unknown option '%.*s' in --set %s "
@@ -196,11 +213,173 @@ static int set_preload(const char *lib) {
     return ok;
 }
 
+/* ---- run --trace ------------------------------------------------------------------------ */
+
+/* Directory of this executable into dir (PATH_MAX); 0 if it cannot be found. */
+static int own_dir(char *dir) {
+    ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
+    if (n <= 0) return 0;
+    dir[n] = 0;
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    return 1;
+}
+
+/* --trace FILE: FILE.csv (FILE if it ends in .csv) and FILE.png, absolute (the program may
+ * change directory before anything of it starts another program). Allocated. */
+static int trace_paths(const char *arg, char **csv, char **png) {
+    char cwd[PATH_MAX] = "";
+    if (arg[0] != '/' && getcwd(cwd, sizeof cwd) == NULL) { perror("hakmem: getcwd"); return 0; }
+    size_t n = strlen(arg);
+    int has_csv = n > 4 && strcmp(arg + n - 4, ".csv") == 0;
+    size_t base = has_csv ? n - 4 : n, need = strlen(cwd) + 1 + n + 5;
+    *csv = malloc(need);
+    *png = malloc(need);
+    if (*csv == NULL || *png == NULL) { perror("hakmem"); return 0; }
+    const char *sep = cwd[0] ? "/" : "";
+    snprintf(*csv, need, "%s%s%.*s.csv", cwd, sep, (int)base, arg);
+    snprintf(*png, need, "%s%s%.*s.png", cwd, sep, (int)base, arg);
+    return 1;
+}
+
+/* scripts/plot_trace.py, installed or in the build tree, into out (PATH_MAX). */
+static int find_plot_script(char *out) {
+    char dir[PATH_MAX];
+    if (!own_dir(dir)) return 0;
+    const char *candidates[] = { "/../share/hakmem/plot_trace.py", "/plot_trace.py",
+                                 "/../scripts/plot_trace.py" };
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof p, "%s%s", dir, candidates[i]);
+        if (access(p, R_OK) == 0 && realpath(p, out) != NULL) return 1;
+    }
+    return 0;
+}
+
+/* Runs argv (a program that does not read stdin of ours) and waits; its status, or -1. */
+static int run_and_wait(char **argv) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        _exit(EXIT_NOT_FOUND);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return st;
+}
+
+/* Draws png from csv with the plotting script; messages say where the trace is. */
+static void plot_trace(const char *csv, const char *png, const char *title) {
+    struct stat sb;
+    if (stat(csv, &sb) != 0) {
+        fprintf(stderr, "hakmem: no trace was written to %s (a program that does not load "
+                "libhakmem.so — statically linked, set-user-ID — cannot be traced)\n", csv);
+        return;
+    }
+    char script[PATH_MAX];
+    if (!find_plot_script(script)) {
+        fprintf(stderr, "hakmem: trace in %s; plot_trace.py (scripts/ in hakmem's sources) "
+                "not found beside the command or in its share/hakmem/, so no picture\n", csv);
+        return;
+    }
+    char *args[] = { "python3", script, (char *)csv, (char *)png, "--title", (char *)title, NULL };
+    int st = run_and_wait(args);
+    if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        fprintf(stderr, "hakmem: trace in %s, picture in %s\n", csv, png);
+    } else if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+        /* the script said that matplotlib is missing and how to install it */
+    } else if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == EXIT_NOT_FOUND) {
+        fprintf(stderr, "hakmem: trace in %s; python3 not found, so no picture (install "
+                "python3 and python3-matplotlib, then run python3 %s %s)\n", csv, script, csv);
+    } else {
+        fprintf(stderr, "hakmem: trace in %s; drawing it failed (python3 %s %s)\n", csv, script, csv);
+    }
+}
+
 /* ---- commands ------------------------------------------------------------------------- */
+
+/* The program's environment: the preload, --stats, --set, and the trace file. */
+static int program_env(const char *lib, int stats, char **envs, size_t n_envs, const char *trace_csv) {
+    if (!set_preload(lib)) return 0;
+    if (stats && setenv("HAKMEM_STATS", "1", 1) != 0) { perror("hakmem"); return 0; }
+    for (size_t k = 0; k < n_envs; k++)          /* --set after --stats: it may say STATS=0 */
+        if (putenv(envs[k]) != 0) { perror("hakmem"); return 0; }
+    if (trace_csv) {
+        /* a trace of an enclosing program is not ours to continue (src/trace.c) */
+        unsetenv("HAKMEM_TRACE_OWNER");
+        if (setenv("HAKMEM_TRACE_FILE", trace_csv, 1) != 0) { perror("hakmem"); return 0; }
+    }
+    return 1;
+}
+
+static int exec_failed(const char *prog, int err) {
+    fprintf(stderr, "hakmem: cannot run %s: %s\n", prog, strerror(err));
+    return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+}
+
+/* --trace: the program as a child, then the picture; the program's exit status. */
+static int run_traced(char **prog, const char *lib, int stats, char **envs, size_t n_envs,
+                      const char *trace_arg) {
+    char *csv, *png;
+    if (!trace_paths(trace_arg, &csv, &png)) return EXIT_RUN_FAILED;
+    unlink(csv);                                 /* no stale trace drawn if none is written */
+    int pipefd[2];                               /* the child's exec errno, if exec fails */
+    if (pipe2(pipefd, O_CLOEXEC) != 0) { perror("hakmem: pipe"); return EXIT_RUN_FAILED; }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { perror("hakmem: fork"); return EXIT_RUN_FAILED; }
+    if (pid == 0) {
+        close(pipefd[0]);
+        int err = 0;
+        if (!program_env(lib, stats, envs, n_envs, csv)) err = -1;
+        else { execvp(prog[0], prog); err = errno; }
+        if (write(pipefd[1], &err, sizeof err) < 0) { /* the parent sees EOF */ }
+        _exit(EXIT_RUN_FAILED);
+    }
+    close(pipefd[1]);
+    struct sigaction ign = { .sa_handler = SIG_IGN }, old_int, old_quit;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    int err = 0;
+    ssize_t got;
+    while ((got = read(pipefd[0], &err, sizeof err)) < 0 && errno == EINTR) {}
+    close(pipefd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) { perror("hakmem: waitpid"); return EXIT_RUN_FAILED; }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    if (got == (ssize_t)sizeof err)
+        return err < 0 ? EXIT_RUN_FAILED : exec_failed(prog[0], err);
+
+    char title[256];
+    size_t n = 0;
+    for (char **a = prog; *a && n < sizeof title - 1; a++)
+        n += (size_t)snprintf(title + n, sizeof title - n, "%s%s", a == prog ? "" : " ", *a);
+    if (n >= sizeof title - 1) strcpy(title + sizeof title - 4, "...");
+    plot_trace(csv, png, title);
+
+    if (WIFSIGNALED(st)) {                       /* die the way the program died */
+        int sig = WTERMSIG(st);
+        struct rlimit nocore = { 0, 0 };
+        setrlimit(RLIMIT_CORE, &nocore);
+        signal(sig, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        sigprocmask(SIG_UNBLOCK, &one, NULL);
+        raise(sig);
+        return 128 + sig;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_RUN_FAILED;
+}
 
 static int cmd_run(int argc, char **argv) {
     int stats = 0, i = 0;
-    const char *lib_arg = NULL;
+    const char *lib_arg = NULL, *trace_arg = NULL;
     char **envs = calloc((size_t)argc + 1, sizeof *envs);
     size_t n_envs = 0;
     if (envs == NULL) { perror("hakmem"); return EXIT_RUN_FAILED; }
@@ -220,6 +399,10 @@ static int cmd_run(int argc, char **argv) {
         } else if (strcmp(a, "--lib") == 0 || strncmp(a, "--lib=", 6) == 0) {
             lib_arg = a[5] == '=' ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
             if (lib_arg == NULL) return usage_error("%s wants a path", a, EXIT_RUN_FAILED);
+        } else if (strcmp(a, "--trace") == 0 || strncmp(a, "--trace=", 8) == 0) {
+            trace_arg = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+            if (trace_arg == NULL || *trace_arg == 0)
+                return usage_error("%s wants a file name", a, EXIT_RUN_FAILED);
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -231,15 +414,10 @@ static int cmd_run(int argc, char **argv) {
 
     char lib[PATH_MAX];
     if (!find_library(lib_arg, lib)) return EXIT_RUN_FAILED;
-    if (!set_preload(lib)) return EXIT_RUN_FAILED;
-    if (stats && setenv("HAKMEM_STATS", "1", 1) != 0) { perror("hakmem"); return EXIT_RUN_FAILED; }
-    for (size_t k = 0; k < n_envs; k++)          /* --set after --stats: it may say STATS=0 */
-        if (putenv(envs[k]) != 0) { perror("hakmem"); return EXIT_RUN_FAILED; }
-
+    if (trace_arg) return run_traced(argv + i, lib, stats, envs, n_envs, trace_arg);
+    if (!program_env(lib, stats, envs, n_envs, NULL)) return EXIT_RUN_FAILED;
     execvp(argv[i], argv + i);
-    int err = errno;
-    fprintf(stderr, "hakmem: cannot run %s: %s\n", argv[i], strerror(err));
-    return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
+    return exec_failed(argv[i], errno);
 }
 
 static int cmd_options(int argc, char **argv) {

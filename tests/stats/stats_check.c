@@ -2,7 +2,10 @@
  * frees equal the live blocks in every class and tier; remote frees are counted where they
  * happen; resident memory falls after hak_trim. Linked with libhakmem_api.a, so malloc and
  * mallinfo2 here are the C library's; tests/stats/introspect.c checks mallinfo2 and the other
- * glibc calls under LD_PRELOAD. Ends with check.h's summary line; exit status 1 on a failure. */
+ * glibc calls under LD_PRELOAD. The free memory kept (thread caches, BigCache) shows after
+ * the frees and is gone after hak_trim; the learned parameters are listed with their values,
+ * and a change of one is counted. Ends with check.h's summary line; exit status 1 on a
+ * failure. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +52,11 @@ int main(void) {
     CHECK(b.mapped >= 15u << 20 && b.mapped_peak >= b.mapped);
     CHECK(b.resident >= 15u << 20);
     CHECK(b.threads_total >= 1);
+    /* in use: the 48 B blocks still out, the mid and large ones, in spans at least as big */
+    size_t want = (size_t)(N / 2) * 48 + 100 * 20480 + 10 * 229376;      /* block sizes */
+    CHECK(b.in_use - a.in_use == want, "%zu, want %zu", b.in_use - a.in_use, want);
+    CHECK(b.span_bytes >= b.in_use, "%zu < %zu", b.span_bytes, b.in_use);
+    CHECK(b.huge_in_use - a.huge_in_use >= 3u * (5u << 20), "%zu", b.huge_in_use);
 
     for (int i = 1; i < N; i += 2) hak_free(blocks[i]);
     for (int i = 0; i < 100; i++) hak_free(mid[i]);
@@ -58,6 +66,13 @@ int main(void) {
     CHECK(live_in(&c, 2) == live_in(&a, 2));
     CHECK(c.tiny_allocs - c.tiny_frees == a.tiny_allocs - a.tiny_frees);
     CHECK(c.huge_live == a.huge_live);
+    /* what was freed here waits in this thread's caches and in the BigCache */
+    CHECK(c.cls[2].cached > 0 && c.cls[2].cached <= N, "%llu", c.cls[2].cached);
+    CHECK(c.cached_tiny >= c.cls[2].cached * 48, "%zu", c.cached_tiny);
+    CHECK(c.cached_mid >= 20000, "%zu", c.cached_mid);
+    CHECK(c.cached_large >= 200 * 1024, "%zu", c.cached_large);
+    CHECK(c.bigcache >= 3u * (5u << 20), "%zu", c.bigcache);
+    CHECK(c.bigcache_dirty <= c.bigcache);
     size_t before = c.resident;
     hak_trim(0);
     hak_stats_get(&c);
@@ -66,6 +81,36 @@ int main(void) {
     CHECK(c.resident + (4u << 20) < before);
     CHECK(c.purged > 0);
     CHECK(c.superslabs_live == 0);            /* every block is free: nothing stays mapped */
+    CHECK(c.cached_tiny + c.cached_mid + c.cached_large == 0, "%zu %zu %zu", c.cached_tiny,
+          c.cached_mid, c.cached_large);
+    CHECK(c.pool_dirty == 0 && c.bigcache == 0 && c.bigcache_dirty == 0, "%zu %zu %zu",
+          c.pool_dirty, c.bigcache, c.bigcache_dirty);
+    CHECK(c.in_use == a.in_use && c.huge_in_use == 0 && c.span_bytes == 0, "%zu %zu %zu",
+          c.in_use, c.huge_in_use, c.span_bytes);
+
+    /* the learned parameters: the current policy's, until a learning layer adapts them */
+    const char *name;
+    long value;
+    unsigned long long changes;
+    int n = 0, delay = -1, seen_tcache = 0, seen_dirty = 0;
+    for (; hak_learned_get(n, &name, &value, &changes) == 0; n++) {
+        REQUIRE(name != NULL && name[0] != 0);
+        if (strcmp(name, "purge_delay_ms") == 0) {
+            delay = n;
+            CHECK(value == hak_option_get("PURGE_DELAY_MS"), "%ld", value);
+            CHECK(changes == 0, "%llu", changes);
+        }
+        seen_tcache |= strcmp(name, "tcache_tiny") == 0 && value > 0;
+        seen_dirty |= strcmp(name, "dirty_max_mb") == 0 && value == hak_option_get("DIRTY_MAX_MB");
+    }
+    CHECK(n >= 5 && delay >= 0 && seen_tcache && seen_dirty, "%d parameters", n);
+    CHECK(hak_learned_get(-1, &name, &value, &changes) == -1);
+    CHECK(hak_learned_get(n, &name, &value, &changes) == -1);
+    CHECK(hak_learned_get(0, NULL, NULL, NULL) == 0);
+    CHECK(hak_option_set("PURGE_DELAY_MS", "123") == 0);      /* a change, seen by the reader */
+    CHECK(hak_learned_get(delay, &name, &value, &changes) == 0 && value == 123 && changes == 1,
+          "%ld %llu", value, changes);
+    CHECK(hak_learned_get(delay, &name, &value, &changes) == 0 && changes == 1);
     hak_stats_print(stdout);
     fflush(stdout);
     CHECK_DONE("stats_check");
