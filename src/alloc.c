@@ -14,6 +14,7 @@
 #include "heap.h"
 #include "huge.h"
 #include "init.h"
+#include "learn.h"
 #include "options.h"
 #include "policy.h"
 #include "purge_thread.h"
@@ -41,8 +42,9 @@ static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
 static SLOW_PATH void *alloc_slow(size_t c, size_t n, bool clear) {
     if (unlikely(_hak_thread_heap == &_hak_empty_heap)) hak_ensure_init();
     void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
-    if (likely(b != NULL)) return b;
-    return alloc_retry(c, n, clear);
+    if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
+    hak_learn_countdown(_hak_thread_heap);
+    return b;
 }
 
 static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
@@ -100,6 +102,7 @@ static SLOW_PATH void free_slow(void *p) {
 static SLOW_PATH void flush_slow(hak_heap_t *h, hak_tcache_t *tc) {
     _hak_heap_flush(h, tc, tc->cap / 2);
     _hak_purge_thread_poll();
+    hak_learn_countdown(h);
 }
 
 FAST_PATH void tc_push(hak_heap_t *h, hak_tcache_t *tc, void *p) {

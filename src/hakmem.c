@@ -14,6 +14,7 @@
 #include "span.c"
 #include "heap.c"
 #include "huge.c"
+#include "learn.c"
 #include "purge_thread.c"
 #include "policy.c"
 #include "stats.c"

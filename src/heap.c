@@ -99,6 +99,36 @@ static void span_release(hak_span_t *s) {
 
 /* ---- heaps ---------------------------------------------------------------------------- */
 
+/* ---- thread-cache depth --------------------------------------------------------------
+ * A class's tcache starts at a base depth and, where the learning layer allows it, doubles
+ * each time the class refills after a flush since its last refill (the cache ran from full
+ * to empty: more depth would have absorbed it), up to a maximum; housekeeping (below) puts
+ * an unused class back to its base. Percentages of the built-in depth (size_class.c), set
+ * by the learning layer at start-up; 100/100 is the fixed policy. */
+static unsigned cap_base_pct = 100, cap_max_pct = 100;
+
+void _hak_heap_set_cache_policy(unsigned base_pct, unsigned max_pct) {
+    cap_base_pct = base_pct;
+    cap_max_pct = max_pct < base_pct ? base_pct : max_pct;
+}
+
+static uint32_t cap_scaled(size_t c, unsigned pct) {
+    size_t cap = (size_t)_hak_class_cap[c] * pct / 100;
+    if (cap < 1) cap = 1;
+    if (cap > 65535) cap = 65535;
+    if (_hak_opt.tcache_max > 0 && cap > (size_t)_hak_opt.tcache_max) cap = (size_t)_hak_opt.tcache_max;
+    return (uint32_t)cap;
+}
+
+static uint32_t cap_base(size_t c) { return cap_scaled(c, cap_base_pct); }
+
+/* A new depth for a tcache (owner, slow path): what it holds beyond the depth goes home. */
+static void set_cap(hak_heap_t *h, hak_tcache_t *tc, uint32_t cap) {
+    if (cap < hak_tc_count(tc)) _hak_heap_flush(h, tc, cap / 2);
+    tc->room = cap + 1 - hak_tc_count(tc);
+    tc->cap = cap;
+}
+
 static hak_heap_t *heap_new(void) {
     hak_lock(&heaps_lock);
     hak_heap_t *h = heaps_free;
@@ -126,13 +156,14 @@ static hak_heap_t *heap_new(void) {
     memset(h->bins, 0, sizeof h->bins);
     memset(&h->st, 0, sizeof h->st);
     relaxed_store(&h->notified, NULL);
-    size_t ceiling = _hak_opt.tcache_max > 0 ? (size_t)_hak_opt.tcache_max : SIZE_MAX;
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
-        size_t cap = _hak_class_cap[c] < ceiling ? _hak_class_cap[c] : ceiling;
-        h->tc[c].cap = _hak_opt.check ? 0 : (uint32_t)cap;   /* checked: no caching */
+        h->tc[c].cap = _hak_opt.check ? 0 : cap_base(c);    /* checked: no caching */
         h->tc[c].room = h->tc[c].cap + 1;
     }
     h->shared = 0;
+    h->learn_countdown = 64;
+    h->active = h->flushed = 0;
+    h->housekept_ms = 0;
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
     h->live = 1;
     hak_unlock(&heaps_lock);
@@ -235,6 +266,14 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     }
     h->st.refills[c]++;
     h->slow_ticks++;
+    uint64_t bit = 1ull << c;
+    h->active |= bit;
+    if ((h->flushed & bit) && cap_max_pct > cap_base_pct && tc->cap < cap_scaled(c, cap_max_pct)) {
+        uint32_t grown = tc->cap * 2, most = cap_scaled(c, cap_max_pct);
+        tc->room += (grown < most ? grown : most) - tc->cap;      /* the cache is empty */
+        tc->cap = grown < most ? grown : most;
+    }
+    h->flushed &= ~bit;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     hak_bin_t *bin = &h->bins[c];
     uint32_t want = tc->cap / 2 + 1;
@@ -408,6 +447,8 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     if (prev) *(void **)prev = NULL; else tc->head = NULL;
     tc->room = tc->cap + 1 - i;
     tc->moved -= (int64_t)(count - i);      /* out of the cache: sent home (or lost, damaged) */
+    h->active |= 1ull << (tc - h->tc);
+    if (keep > 0) h->flushed |= 1ull << (tc - h->tc);   /* full, not emptied on purpose */
     hak_lock(&h->lock);
     h->slow_ticks++;
     for (; b != NULL; i++) {
@@ -512,6 +553,29 @@ void _hak_heap_sweep_abandoned(void) {
         }
     }
     hak_unlock(&aband_lock);
+}
+
+/* Housekeeping, by the owner on its own slow path (learn.c decides when): a class that saw
+ * no refill or flush since the last time holds blocks the thread no longer uses — they go
+ * home and its depth goes back to its base, so a thread that moved on to other sizes (or
+ * works little) does not pin their spans; with `pages`, the free pages of such a class's
+ * spans go back to the kernel too. */
+void _hak_heap_housekeep(hak_heap_t *h, bool pages) {
+    if (h == &_hak_empty_heap || _hak_opt.check) return;
+    uint64_t idle = ~h->active;
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        if (!((idle >> c) & 1)) continue;
+        hak_tcache_t *tc = &h->tc[c];
+        if (tc->head != NULL) _hak_heap_flush(h, tc, 0);
+        if (tc->cap != cap_base(c)) set_cap(h, tc, cap_base(c));
+        if (!pages) continue;
+        hak_lock(&h->lock);
+        hak_bin_t *bin = &h->bins[c];
+        for (hak_span_t *s = bin->partial; s != NULL; s = s->next) purge_pages(s);
+        if (bin->cur != NULL) purge_pages(bin->cur);
+        hak_unlock(&h->lock);
+    }
+    h->active = 0;
 }
 
 /* ---- thread exit ----------------------------------------------------------------------- */

@@ -34,6 +34,11 @@ bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p);
 void _hak_heap_sweep_abandoned(void);
 bool _hak_heap_adopt_on_free(hak_span_t *s, void *p);
 void _hak_heap_init_key(void);             /* the thread-exit key (process start-up) */
+/* Thread-cache depths: heaps start at base_pct of the built-in depth and may grow to
+ * max_pct (learn.c; 100/100 is the fixed policy). */
+void _hak_heap_set_cache_policy(unsigned base_pct, unsigned max_pct);
+/* The owner's housekeeping of its heap h: unused classes' caches go home (see heap.c). */
+void _hak_heap_housekeep(hak_heap_t *h, bool pages);
 void _hak_heap_lock_all(void);
 void _hak_heap_unlock_all(void);
 void _hak_heap_fork_prepare(void);

@@ -91,7 +91,7 @@ static size_t purge_cache_locked(bool all) {
     uint64_t now = _hak_now_ms();
     size_t bytes = 0;
     for (hak_huge_t *h = cache; h != NULL; h = h->next) {
-        if (h->purged || (!all && now - h->cached_at < (uint64_t)_hak_opt.purge_delay_ms)) continue;
+        if (h->purged || (!all && now - h->cached_at < (uint64_t)hak_opt_live(purge_delay_ms))) continue;
         h->purged = _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE) ? 1 : 2;
         HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
         HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);

@@ -8,6 +8,7 @@
 #include "heap.h"
 #include "huge.h"
 #include "init.h"
+#include "learn.h"
 #include "options.h"
 #include "policy.h"
 #include "purge_thread.h"
@@ -74,6 +75,7 @@ void _hak_init(void) {
                                    (int)(sizeof known_functions / sizeof known_functions[0]));
         _hak_stats_init();
         _hak_policy_register_params();
+        _hak_learn_init();
         atomic_store_explicit(&_hak_init_state, 3, memory_order_release);
     }
     hak_unlock(&init_lock);

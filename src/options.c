@@ -60,6 +60,7 @@ static const text_option_t *find_text(const char *name) {
 }
 
 static uint32_t set_by_program;     /* options hak_option_set gave a value: env loses */
+static uint32_t set_by_env;         /* options the environment gave a value */
 static _Atomic bool frozen;         /* hakmem has initialised: INIT options are fixed */
 
 static const option_t *find(const char *name) {
@@ -126,7 +127,7 @@ void _hak_options_init(void) {
         const char *v = getenv(var);
         if (v == NULL || *v == 0 || (set_by_program & (1u << i))) continue;
         long x;
-        if (parse(o, v, &x)) *o->field = x;
+        if (parse(o, v, &x)) *o->field = x, set_by_env |= 1u << i;
         else warn_bad(o, v);
     }
     for (size_t i = 0; i < N_TEXT_OPTIONS; i++) {     /* a value the program set wins */
@@ -157,9 +158,15 @@ HAK_EXPORT int hak_option_set(const char *name, const char *value) {
     }
     long x;
     if (!parse(o, value, &x)) { errno = EINVAL; return -1; }
-    *o->field = x;
+    __atomic_store_n(o->field, x, __ATOMIC_RELAXED);       /* threads may be reading it */
     set_by_program |= 1u << (o - options);
     return 0;
+}
+
+bool _hak_option_explicit(const long *field) {
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (options[i].field == field) return ((set_by_program | set_by_env) >> i) & 1;
+    return false;
 }
 
 HAK_EXPORT long hak_option_get(const char *name) {

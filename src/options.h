@@ -12,7 +12,12 @@ typedef struct hak_options_s {
     char trace_file[256];     /* HAKMEM_TRACE_FILE: "" for no trace */
 } hak_options_t;
 extern hak_options_t _hak_opt;
+/* An option that may change while threads run (hak_option_set, the learning layer): read
+ * it with this, a relaxed atomic load, not as a plain field. */
+#define hak_opt_live(name) __atomic_load_n(&_hak_opt.name, __ATOMIC_RELAXED)
 void _hak_options_init(void);       /* reads HAKMEM_*; INIT options are fixed from then on */
 void _hak_options_verbose(void);
+/* The option whose value is *field was given a value (environment or hak_option_set). */
+bool _hak_option_explicit(const long *field);
 
 #endif

@@ -269,9 +269,10 @@ size_t _hak_os_resident(size_t *peak) {
 }
 
 /* Park and wake for hakmem's own thread: a futex on a private word. */
-void _hak_os_wait(_Atomic int *word, int value) {
+void _hak_os_wait(_Atomic int *word, int value, long ms) {
     int saved = errno;
-    syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };     /* relative */
+    syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, value, ms < 0 ? NULL : &ts, NULL, 0);
     errno = saved;
 }
 

@@ -15,7 +15,8 @@ bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split);
 void _hak_os_thp_cover(void *base, size_t used, size_t *done);
 size_t _hak_os_resident(size_t *peak);       /* the process's resident bytes, and the peak */
-void _hak_os_wait(_Atomic int *word, int value);   /* sleeps while *word == value */
+/* Sleeps while *word == value, until woken, or for at most ms milliseconds (ms < 0: no limit). */
+void _hak_os_wait(_Atomic int *word, int value, long ms);
 void _hak_os_wake(_Atomic int *word);              /* wakes one sleeper */
 uint64_t _hak_now_ms(void);
 

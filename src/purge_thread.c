@@ -18,12 +18,19 @@
  *   - with every signal blocked, and not with HAKMEM_PURGE_THREAD=off.
  * A program linked with libhakmem.a has no thread (the C library's pthread_create stays);
  * it purges on its slow paths. The hak_* API build (no malloc override, so the C library
- * never calls into hakmem) starts it from a free once a second thread has used hakmem. */
+ * never calls into hakmem) starts it from a free that leaves work for it once a second
+ * thread has used hakmem, and lets it end when the work is done.
+ *
+ * Nor may it keep a process alive: the C library ends the process when the program's
+ * last thread ends, and counts hakmem's among them. libhakmem.so counts the program's
+ * threads (override_pthread.c) and stops and joins the purge thread as the last one ends
+ * (_hak_purge_thread_stop); the API build's thread ends by itself when idle. */
 #include <signal.h>
 #include <time.h>
 #include "counters.h"
 #include "heap.h"
 #include "huge.h"
+#include "learn.h"
 #include "options.h"
 #include "os.h"
 #include "purge_thread.h"
@@ -31,45 +38,60 @@
 
 #define PURGE_THREAD_MIN_DIRTY ((size_t)4 << 20)
 
-enum { NONE = 0, PARKED, AWAKE };
+enum { NONE = 0, PARKED, AWAKE, STOPPING };
 static _Atomic int state;               /* NONE until created; then PARKED or AWAKE */
+static pthread_t purger;                /* joinable: see _hak_purge_thread_stop */
 
 static void *purger_main(void *arg) {
     (void)arg;
     for (;;) {
-        while (atomic_load_explicit(&state, memory_order_acquire) == PARKED)
-            _hak_os_wait((_Atomic int *)&state, PARKED);
+        int st;
+        while ((st = atomic_load_explicit(&state, memory_order_acquire)) == PARKED)
+            _hak_os_wait((_Atomic int *)&state, PARKED, -1);
+        if (st == STOPPING) return NULL;
         int idle_rounds = 0;
         while (idle_rounds < 4) {
-            long ms = _hak_opt.purge_delay_ms / 2;
+            long ms = hak_opt_live(purge_delay_ms) / 2;
             if (ms < 10) ms = 10;
-            struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-            nanosleep(&ts, NULL);
+            _hak_os_wait((_Atomic int *)&state, AWAKE, ms);     /* a stop cuts it short */
+            if (atomic_load_explicit(&state, memory_order_acquire) == STOPPING) return NULL;
             _hak_heap_reclaim_all(RECLAIM_IDLE_PAGES);   /* idle owners' memory first */
             size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
             HAK_STAT_ADD(purge_rounds, 1);
+            _hak_learn_tick(_hak_now_ms());
             idle_rounds = left ? 0 : idle_rounds + 1;
         }
-        atomic_store_explicit(&state, PARKED, memory_order_release);
+        int awake = AWAKE;                   /* not over a stop */
+#ifdef HAKMEM_NO_OVERRIDE
+        /* The API build cannot see the program's threads end, so its thread ends instead
+         * of parking (a thread that has ended keeps no process alive); the next poll with
+         * work starts another. */
+        if (atomic_compare_exchange_strong(&state, &awake, NONE)) return NULL;
+#else
+        atomic_compare_exchange_strong_explicit(&state, &awake, PARKED, memory_order_release,
+                                                memory_order_relaxed);
+#endif
         /* a wake-up that came between the last round and the store is caught at the poll's
          * next call: enough free memory keeps it calling */
     }
     return NULL;
 }
 
-/* Creates the thread (parked) with the given pthread_create. */
-static void create(int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) {
+/* Creates the thread, in state `first`, with the given pthread_create. */
+static void create(int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *),
+                   int first) {
     int expected = NONE;
-    if (!_hak_opt.purge_thread || !atomic_compare_exchange_strong(&state, &expected, PARKED)) return;
+    if (!_hak_opt.purge_thread || !atomic_compare_exchange_strong(&state, &expected, first)) return;
     sigset_t all, old;                   /* the program's signals are not the thread's */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 * 1024);
-    pthread_t t;
-    if (create_fn(&t, &attr, purger_main, NULL) != 0) atomic_store(&state, NONE);
+#ifdef HAKMEM_NO_OVERRIDE
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);     /* it ends on its own */
+#endif
+    if (create_fn(&purger, &attr, purger_main, NULL) != 0) atomic_store(&state, NONE);
     else HAK_STAT_ADD(purge_starts, 1);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -77,27 +99,56 @@ static void create(int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(
 
 void _hak_purge_thread_program_threaded(
         int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)) {
-    if (atomic_load_explicit(&state, memory_order_relaxed) == NONE) create(create_fn);
+    if (atomic_load_explicit(&state, memory_order_relaxed) == NONE) create(create_fn, PARKED);
 }
 
 /* From a slow path that freed memory, with no hakmem lock held: wakes the thread when there
  * is enough to purge. */
+#ifdef HAKMEM_NO_OVERRIDE
+/* Heaps made before this process's first thread was its only one (a forked child starts
+ * with its parent's count): one more means another thread used hakmem. */
+static uint64_t threads_base = 1;
+#endif
+
 void _hak_purge_thread_poll(void) {
     int st = atomic_load_explicit(&state, memory_order_relaxed);
 #ifdef HAKMEM_NO_OVERRIDE
-    if (st == NONE && relaxed_load(&_hak_gstats.threads_total) >= 2) {
-        create(pthread_create);          /* safe here: the C library never calls hak_free */
-        st = atomic_load_explicit(&state, memory_order_relaxed);
-    }
-#endif
+    if (st != PARKED && st != NONE) return;
+#else
     if (st != PARKED) return;
+#endif
     if (_hak_pool_dirty() + _hak_huge_cached() < PURGE_THREAD_MIN_DIRTY || !_hak_opt.purge_thread)
         return;
+#ifdef HAKMEM_NO_OVERRIDE
+    if (st == NONE) {                    /* safe here: the C library never calls hak_free */
+        if (relaxed_load(&_hak_gstats.threads_total) > threads_base) create(pthread_create, AWAKE);
+        return;
+    }
+#endif
     int expected = PARKED;
     if (atomic_compare_exchange_strong(&state, &expected, AWAKE)) _hak_os_wake((_Atomic int *)&state);
+}
+
+/* The program's last thread is ending (override_pthread.c): the C library ends the process
+ * when the thread that ends is its last, and hakmem's thread must not keep it alive (a
+ * main that called pthread_exit, a forked child whose thread returns). The thread is
+ * stopped and joined — it has ended, and been counted out, when this returns; a later
+ * pthread_create starts a new one. */
+void _hak_purge_thread_stop(void) {
+    int st = atomic_exchange(&state, STOPPING);
+    if (st == NONE || st == STOPPING) {
+        if (st == NONE) atomic_store(&state, NONE);
+        return;
+    }
+    _hak_os_wake((_Atomic int *)&state);
+    pthread_join(purger, NULL);
+    atomic_store(&state, NONE);
 }
 
 /* In a forked child the thread is gone; the child gets one if it creates threads itself. */
 void _hak_purge_thread_after_fork_child(void) {
     atomic_store(&state, NONE);
+#ifdef HAKMEM_NO_OVERRIDE
+    threads_base = relaxed_load(&_hak_gstats.threads_total);
+#endif
 }

@@ -10,6 +10,8 @@ void _hak_purge_thread_poll(void);
  * may be created now, with the C library's pthread_create. */
 void _hak_purge_thread_program_threaded(
         int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *));
+/* The program's last thread is ending: hakmem's thread ends first (joined). */
+void _hak_purge_thread_stop(void);
 void _hak_purge_thread_after_fork_child(void);
 
 #endif

@@ -175,10 +175,21 @@ static int find_run(uint32_t free_mask, unsigned n) {
     return m ? __builtin_ctz(m) : -1;
 }
 
+/* What the learning layer watches (learn.c): bytes purged, and bytes of units taken again
+ * within a second of their purge — memory the program wanted back, faulted in anew. */
+static _Atomic uint64_t sig_purged, sig_refaulted;
+
+void _hak_pool_signals(uint64_t *purged, uint64_t *refaulted) {
+    *purged = relaxed_load(&sig_purged);
+    *refaulted = relaxed_load(&sig_refaulted);
+}
+
 /* Every dirty unit of ss is purged; ss leaves the age list and the dirty bins. */
 static size_t purge_ss(hak_superslab_t *ss) {
     uint32_t d = ss->dirty_mask;
     size_t bytes = 0;
+    ss->purged_mask |= d;
+    ss->purged_at = _hak_now_ms();
     while (d) {
         unsigned u = (unsigned)__builtin_ctz(d);
         unsigned n = (unsigned)__builtin_ctzll(~((uint64_t)d >> u));   /* length of the run */
@@ -197,13 +208,14 @@ static size_t purge_ss(hak_superslab_t *ss) {
     HAK_STAT_ADD(purged_total, bytes);
     HAK_STAT_ADD(clean_bytes, bytes);
     HAK_STAT_ADD_LOCKED(pool_purge_visits, 1);
+    relaxed_store(&sig_purged, relaxed_load(&sig_purged) + bytes);
     return bytes;
 }
 
 /* What has been dirty for the purge delay (all: everything dirty), oldest first. */
 static size_t purge_due(uint64_t now, bool all) {
     size_t bytes = 0;
-    uint64_t delay = (uint64_t)_hak_opt.purge_delay_ms;
+    uint64_t delay = (uint64_t)hak_opt_live(purge_delay_ms);
     hak_superslab_t *ss;
     while ((ss = ss_aged.head) != NULL && (all || now - ss->dirty_since >= delay))
         bytes += purge_ss(ss);
@@ -231,18 +243,18 @@ static void unmap_empty(size_t keep, uint64_t now, uint64_t age) {
 /* Beyond the retained ones, those idle for the purge delay (all: every one). */
 static void unmap_idle_empty(uint64_t now, bool all) {
     unmap_empty(all ? 0 : (size_t)_hak_opt.superslab_retain, now,
-                all ? 0 : (uint64_t)_hak_opt.purge_delay_ms);
+                all ? 0 : (uint64_t)hak_opt_live(purge_delay_ms));
 }
 
 static void maybe_purge(void) {
-    size_t cap = (size_t)_hak_opt.dirty_max_mb << 20;
+    size_t cap = (size_t)hak_opt_live(dirty_max_mb) << 20;
     if (dirty_bytes > cap) purge_oldest(cap / 2);
     if (dirty_bytes == 0 && n_empty <= (size_t)_hak_opt.superslab_retain) return;
     uint64_t now = _hak_now_ms();
     if (now < next_purge_at) return;
     purge_due(now, false);
     unmap_idle_empty(now, false);
-    next_purge_at = now + (uint64_t)_hak_opt.purge_delay_ms / 4 + 1;
+    next_purge_at = now + (uint64_t)hak_opt_live(purge_delay_ms) / 4 + 1;
 }
 
 /* Where a span of n units comes from: free units that are still resident (no page faults,
@@ -285,6 +297,13 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     int u = find_run(avail, n);
     hak_assert(u > 0);
     uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
+    if (unlikely(ss->purged_mask & m)) {
+        uint32_t again = ss->purged_mask & m;
+        ss->purged_mask &= ~m;
+        if (_hak_now_ms() - ss->purged_at < HAK_REFAULT_WINDOW_MS)
+            relaxed_store(&sig_refaulted, relaxed_load(&sig_refaulted) +
+                          (uint64_t)__builtin_popcount(again) * HAK_UNIT_SIZE);
+    }
     uint32_t dirty = ss->dirty_mask & m;
     ss->free_mask &= ~m;
     bool zero = ((dirty | ss->stale_mask) & m) == 0;

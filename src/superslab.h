@@ -32,6 +32,10 @@ void _hak_pool_release(hak_span_t *s);
 size_t _hak_pool_purge(bool all, bool unmap_all);   /* bytes returned to the OS */
 size_t _hak_pool_purge_tick(void);          /* purge what is due; bytes still dirty */
 size_t _hak_pool_dirty(void);               /* free but resident bytes (a relaxed read) */
+/* Bytes purged so far, and bytes of units taken again within HAK_REFAULT_WINDOW_MS of
+ * their purge (the learning layer's evidence, learn.c). */
+#define HAK_REFAULT_WINDOW_MS 1000
+void _hak_pool_signals(uint64_t *purged, uint64_t *refaulted);
 /* The pool's index checked against its superslabs (O(superslabs), for the unit tests):
  * NULL, or the first invariant found broken. */
 const char *_hak_pool_check(void);

@@ -142,6 +142,8 @@ struct hak_superslab_s {
     uint32_t stale_mask;           /* free units purged with MADV_FREE: not known to be zero */
     uint64_t dirty_since;          /* ms when dirty_mask last became non-zero */
     uint64_t empty_since;          /* ms when the last span left (on the empty list) */
+    uint64_t purged_at;            /* ms of the last purge of a unit here */
+    uint32_t purged_mask;          /* free units purged since they were last used */
     hak_ss_link_t run_link;        /* partly used: in the bin of its longest free run;
                                       empty: in the empty list */
     hak_ss_link_t dirty_link;      /* in the bin of its longest run of free resident units */
@@ -192,6 +194,11 @@ struct hak_heap_s {
     uint8_t  shared;                           /* the late heap (heap.c), no thread's own */
     uint32_t slow_ticks;                       /* refills and flushes so far (under lock) */
     uint32_t seen_ticks;                       /* slow_ticks at the last reclaim by another */
+    uint32_t learn_countdown;                  /* slow paths until the learner looks (learn.c) */
+    uint64_t active;                           /* classes refilled or flushed since the last
+                                                  housekeeping (a bit each; owner-private) */
+    uint64_t flushed;                          /* classes flushed since their last refill */
+    uint64_t housekept_ms;                     /* when the owner last did housekeeping */
     hak_heap_t *next_all;                      /* every heap ever made */
     hak_heap_t *next_free;                     /* recycled heaps */
     hak_bin_t bins[HAK_NCLASSES];

@@ -84,6 +84,10 @@ OPTION_SETS = {
                      "HAKMEM_SUPERSLAB_RETAIN": "0", "HAKMEM_BIGCACHE_MB": "0"},
     "tiny_tcache": {"HAKMEM_TCACHE_MAX": "1"},
     "madv_free_thp": {"HAKMEM_PURGE": "free", "HAKMEM_THP": "always"},
+    # the default is balanced: the other objectives of the learning layer
+    "learn_off": {"HAKMEM_LEARN": "off"},
+    "learn_speed": {"HAKMEM_LEARN": "speed"},
+    "learn_memory": {"HAKMEM_LEARN": "memory"},
 }
 
 

@@ -61,3 +61,17 @@ def test_purge_thread_never_surprises(mode, variant):
                     "for another reason): " + r.stderr.strip().splitlines()[-2])
     assert r.returncode == 0, r.stderr[-2000:]
     assert_checks_passed(r, "stay_single")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("mode", ["main", "forked"])
+def test_process_ends_with_its_last_thread(mode, variant):
+    """main calls pthread_exit before its threads end; a child forked from a thread ends
+    with pthread_exit: either way the C library ends the process after the last thread
+    (atexit handlers run, status 0), hakmem's purge thread notwithstanding. A hang fails
+    at run_program's deadline."""
+    r = run_program("lifecycle/last_thread", [mode], variant=variant, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("atexit ran") == (2 if mode == "forked" else 1), r.stdout
+    if mode == "forked":
+        assert_checks_passed(r, "last_thread")

@@ -222,19 +222,21 @@ def test_option_set_rejects_unknown_names_and_bad_values():
 
 @pytest.mark.skipif(not INIT_ONLY, reason="no start-up-only options in the table")
 def test_option_set_after_first_use_is_busy_for_startup_options():
+    def text(o, v):                         # a choice is set by its word, read as its index
+        return o.choices[v] if o.kind == "choice" else "%d" % v
     steps, want = [], []
     for name in INIT_ONLY:                  # allowed before initialisation ...
         o = BY_NAME[name]
         v = o.lo if o.default != o.lo else o.hi
-        steps.append("set:%s=%d" % (name, v))
-        want.append("set %s=%d -> 0" % (name, v))
+        steps.append("set:%s=%s" % (name, text(o, v)))
+        want.append("set %s=%s -> 0" % (name, text(o, v)))
     steps.append("malloc")
     want.append("malloc ok")
     for name in INIT_ONLY:                  # ... refused after it, the value unchanged
         o = BY_NAME[name]
         v = o.lo if o.default != o.lo else o.hi
-        steps += ["set:%s=%d" % (name, o.default), "get:%s" % name]
-        want += ["set %s=%d -> -1 EBUSY" % (name, o.default), "get %s -> %d" % (name, v)]
+        steps += ["set:%s=%s" % (name, text(o, o.default)), "get:%s" % name]
+        want += ["set %s=%s -> -1 EBUSY" % (name, text(o, o.default)), "get %s -> %d" % (name, v)]
     # VERBOSE=1 prints the table on stderr at start-up; the steps' stdout is what counts.
     assert opt_set(*steps) == want
 

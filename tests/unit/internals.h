@@ -14,6 +14,7 @@
 #include "span.h"
 #include "heap.h"
 #include "huge.h"
+#include "learn.h"
 #include "purge_thread.h"
 #include "policy.h"
 #include "stats.h"

@@ -1,0 +1,139 @@
+/* learn.c — HAKMEM_LEARN: hakmem adapts its caches and its memory return to the program.
+ *
+ * A fixed policy is wrong for someone: a program that frees a burst and never reuses it
+ * keeps that memory for the whole purge delay; one that frees and reallocates the same
+ * 96 MiB every 60 ms sees most of it purged (over the dirty cap) and faulted back in every
+ * cycle; a thread that moved on to other sizes keeps its caches of the old ones full. The
+ * learning layer watches a few signals that the slow paths keep anyway and moves a few
+ * bounded parameters with control rules — evidence first, one step at a time, and no step
+ * without evidence, so a steady load leaves them where they are:
+ *
+ *   purge_delay_ms, dirty_max_mb  Memory purged and then taken again within a second
+ *       (the pool counts it: a refault) means the program wanted it: both double, up to
+ *       the objective's ceiling. Memory purged that no one took back within that second
+ *       was not wanted: both halve, down to the floor. Decided at most every
+ *       100 ms, by whichever slow path or the purge thread gets there first.
+ *   thread-cache depth  A class starts at a base depth and doubles, per heap, each time it
+ *       refills after a flush (heap.c); a class that saw no slow path for a while goes home
+ *       and back to its base at the owner's housekeeping (every 250 ms of its slow paths);
+ *       under `memory` (and `balanced` for classes idle that long) the free pages of that
+ *       class's spans go back too.
+ *
+ * The objectives are ranges for these: `speed` starts high and only goes higher (fewest
+ * page faults and slow paths), `memory` starts low and only goes lower (least resident
+ * memory), `balanced` (the default) may go either way between the two. `off` is the fixed
+ * policy of the options, reproducible run to run. An option given explicitly (environment
+ * or hak_option_set) is never moved. Every parameter is in the registry of learned
+ * parameters (learned.h): the statistics print it with its change count, the trace draws
+ * it. Nothing here runs on a fast path: the api's slow paths count down a per-heap counter
+ * and call in every 64th time. */
+#include "heap.h"
+#include "learn.h"
+#include "learned.h"
+#include "options.h"
+#include "os.h"
+#include "superslab.h"
+
+enum { OFF = 0, SPEED, BALANCED, MEMORY };
+
+typedef struct {
+    long delay_lo, delay_start, delay_hi;        /* purge delay, ms */
+    long cap_lo, cap_start, cap_hi;              /* dirty cap, MiB */
+    unsigned tc_base, tc_max;                    /* thread-cache depth, % of built-in */
+    bool pages;                                  /* housekeeping gives pages back */
+} objective_t;
+
+static const objective_t objectives[4] = {
+    [SPEED]    = { 500, 1000, 10000,   32, 128, 1024, 100, 400, false },
+    [BALANCED] = {  50,  500,  4000,    8,  32,  512, 100, 400, true },
+    [MEMORY]   = {  20,  200,   500,    4,  16,   64,  25, 100, true },
+};
+
+#define MIB ((uint64_t)1 << 20)
+#define TICK_MS 100
+#define HOUSEKEEP_MS 250
+
+static int mode;
+static const objective_t *obj;
+static bool learn_delay, learn_cap;               /* not given explicitly */
+static int i_delay = -1, i_cap = -1;              /* in the registry */
+static pthread_mutex_t tick_lock = HAK_LOCK_INIT;
+static _Atomic uint64_t next_tick_ms;
+static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below */
+static uint64_t pending, pending_since;           /* purged, not (yet) taken back */
+static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void _hak_learn_init(void) {
+    mode = (int)_hak_opt.learn;
+    if (mode == OFF) return;
+    obj = &objectives[mode];
+    learn_delay = !_hak_option_explicit(&_hak_opt.purge_delay_ms);
+    learn_cap = !_hak_option_explicit(&_hak_opt.dirty_max_mb);
+    i_delay = _hak_learned_add("purge_delay_ms", &_hak_opt.purge_delay_ms);
+    i_cap = _hak_learned_add("dirty_max_mb", &_hak_opt.dirty_max_mb);
+    if (learn_delay) _hak_learned_set(i_delay, obj->delay_start);
+    if (learn_cap) _hak_learned_set(i_cap, obj->cap_start);
+    if (!_hak_option_explicit(&_hak_opt.tcache_max)) {
+        _hak_heap_set_cache_policy(obj->tc_base, obj->tc_max);
+        static const char *const tiers[] = { "tcache_tiny", "tcache_mid", "tcache_large" };
+        for (size_t t = 0; t < 3; t++) {           /* the depth heaps start at now */
+            int i = _hak_learned_find(tiers[t]);
+            long v;
+            if (hak_learned_get(i, NULL, &v, NULL) == 0)
+                _hak_learned_set(i, v * obj->tc_base / 100 > 0 ? v * obj->tc_base / 100 : 1);
+        }
+    }
+    _hak_pool_signals(&last_purged, &last_refaulted);
+}
+
+/* Both purge parameters one step: up (doubled) or down (halved), within the objective. */
+static void step(bool up) {
+    if (learn_delay && !_hak_option_explicit(&_hak_opt.purge_delay_ms)) {   /* set since? */
+        long d = _hak_opt.purge_delay_ms;
+        _hak_learned_set(i_delay, clamp(up ? d * 2 : d / 2, obj->delay_lo, obj->delay_hi));
+    }
+    if (learn_cap && !_hak_option_explicit(&_hak_opt.dirty_max_mb)) {
+        long c = _hak_opt.dirty_max_mb;
+        _hak_learned_set(i_cap, clamp(up ? c * 2 : c / 2, obj->cap_lo, obj->cap_hi));
+    }
+}
+
+/* The purge decision, at most every TICK_MS, by whoever comes first. */
+void _hak_learn_tick(uint64_t now) {
+    if (mode == OFF || now < relaxed_load(&next_tick_ms)) return;
+    if (pthread_mutex_trylock(&tick_lock) != 0) return;
+    if (now >= relaxed_load(&next_tick_ms)) {
+        relaxed_store(&next_tick_ms, now + TICK_MS);
+        uint64_t purged, refaulted;
+        _hak_pool_signals(&purged, &refaulted);
+        uint64_t dp = purged - last_purged, dr = refaulted - last_refaulted;
+        last_purged = purged;
+        last_refaulted = refaulted;
+        if (dr >= MIB) {                              /* purged, and wanted back */
+            pending = 0;
+            if (dr * 4 >= dp && mode != MEMORY) step(true);   /* mostly: keep more */
+        } else {
+            if (dp > 0 && pending == 0) pending_since = now;
+            pending += dp;
+            /* a second went by and nobody took it back: it was not wanted */
+            if (pending >= MIB && now - pending_since >= HAK_REFAULT_WINDOW_MS) {
+                pending = 0;
+                if (mode != SPEED) step(false);
+            }
+        }
+    }
+    hak_unlock(&tick_lock);
+}
+
+/* From the api's slow paths (malloc's refill, free's flush) of the thread that owns h,
+ * every 64th time. */
+void _hak_learn_slow(hak_heap_t *h) {
+    h->learn_countdown = 64;
+    if (mode == OFF || h == &_hak_empty_heap) return;
+    uint64_t now = _hak_now_ms();
+    _hak_learn_tick(now);
+    if (now - h->housekept_ms < HOUSEKEEP_MS) return;
+    if (h->housekept_ms != 0) _hak_heap_housekeep(h, obj->pages);
+    else h->active = 0;                               /* first look: start counting */
+    h->housekept_ms = now;
+}

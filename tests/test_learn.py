@@ -1,0 +1,109 @@
+"""The learning layer (HAKMEM_LEARN, issue 12): each objective moves the purge parameters the
+way docs/ARCHITECTURE.md ("Learning") says, on a scenario built for it (tests/api/learn_dirs.c);
+`off` moves nothing and decides the same on two runs; every change goes the same way on a
+steady load (no oscillation); an option given explicitly is never moved; the learner's state
+stays bounded with thousands of threads. The blocks of every scenario carry patterns checked
+before their free, so a decision that damaged memory fails here too."""
+import math
+import re
+
+import pytest
+
+from conftest import SYSTEM_MODE, assert_checks_passed, run_program
+
+pytestmark = pytest.mark.skipif(SYSTEM_MODE,
+                                reason="HAKMEM_TEST_SYSTEM=1: these test hakmem's learning layer")
+
+# The objectives' starting points (src/learn.c, objectives[]; `off`: the options' defaults).
+START = {"off": (500, 32), "balanced": (500, 32), "speed": (1000, 128), "memory": (200, 16)}
+LINE = re.compile(r"^(start|end) purge_delay_ms=(\d+) dirty_max_mb=(\d+)(?: changes=(\d+))?$", re.M)
+
+
+def scenario(learn, args, variant="preload", env=None):
+    """learn_dirs ARGS under HAKMEM_LEARN=learn: ((delay, cap) at the start, at the end,
+    changes)."""
+    r = run_program("learn_dirs", args, variant=variant, timeout=120,
+                    env=dict(env or {}, HAKMEM_LEARN=learn))
+    assert_checks_passed(r, "learn_dirs")
+    got = {m.group(1): m for m in LINE.finditer(r.stdout)}
+    assert set(got) == {"start", "end"}, r.stdout
+    start = (int(got["start"].group(2)), int(got["start"].group(3)))
+    end = (int(got["end"].group(2)), int(got["end"].group(3)))
+    return start, end, int(got["end"].group(4))
+
+
+def steps(a, b):
+    """How many doublings or halvings lead from a to b (the learner's only moves)."""
+    return abs(round(math.log2(b / a)))
+
+
+def assert_monotone(start, end, changes):
+    """Every change moved its parameter the same way: the count is the distance."""
+    assert changes == steps(start[0], end[0]) + steps(start[1], end[1]), (start, end, changes)
+
+
+THREAD = {"preload": ["--thread"], "static": []}   # static: no purge thread, slow paths decide
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
+def test_off_moves_nothing_and_decides_the_same_twice(variant):
+    a = scenario("off", ["periodic", *THREAD[variant]], variant)
+    b = scenario("off", ["periodic", *THREAD[variant]], variant)
+    assert a == b == (START["off"], START["off"], 0), (a, b)
+    assert scenario("off", ["burst", *THREAD[variant]], variant) == (START["off"], START["off"], 0)
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
+def test_balanced_keeps_more_when_purged_memory_comes_back(variant):
+    """periodic: 64 of the 96 MiB freed each cycle are purged over the 32 MiB cap and taken
+    again 60 ms later; balanced raises both parameters (and stays there)."""
+    start, end, changes = scenario("balanced", ["periodic", *THREAD[variant]], variant)
+    assert start == START["balanced"]
+    assert end[1] >= 128 and end[0] > start[0], end
+    assert_monotone(start, end, changes)
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
+def test_balanced_returns_sooner_what_nobody_takes_back(variant):
+    start, end, changes = scenario("balanced", ["burst", *THREAD[variant]], variant)
+    assert start == START["balanced"]
+    assert end[0] < start[0] and end[1] < start[1], end
+    assert_monotone(start, end, changes)
+
+
+def test_speed_only_ever_keeps_more():
+    # 96 MiB fits under speed's 128 MiB cap: nothing purged, nothing to learn
+    assert scenario("speed", ["periodic", "--thread"]) == (START["speed"], START["speed"], 0)
+    start, end, changes = scenario("speed", ["periodic", "--mib=192", "--thread"])
+    assert end[1] >= 256 and end[0] >= start[0], end
+    assert_monotone(start, end, changes)
+    # burst: purged memory nobody wanted, and speed does not go lower for it
+    assert scenario("speed", ["burst", "--thread"]) == (START["speed"], START["speed"], 0)
+
+
+def test_memory_only_ever_keeps_less():
+    # periodic refaults do not make memory keep more
+    assert scenario("memory", ["periodic", "--thread"]) == (START["memory"], START["memory"], 0)
+    start, end, changes = scenario("memory", ["burst", "--thread"])
+    assert end[0] < start[0] and end[1] < start[1], end
+    assert_monotone(start, end, changes)
+
+
+def test_an_explicit_option_is_never_moved():
+    start, end, changes = scenario("balanced", ["periodic", "--thread"],
+                                   env={"HAKMEM_DIRTY_MAX_MB": "32"})
+    assert start[1] == end[1] == 32, (start, end)
+    assert end[0] > start[0], end                      # the delay was not given: it moves
+    assert_monotone(start, end, changes)
+
+
+@pytest.mark.parametrize("learn", ["memory", "speed"])
+def test_state_stays_bounded_with_thousands_of_threads(learn):
+    """20,000 threads that come and go under each objective (balanced, the default, runs in
+    tests/test_lifecycle.py): one heap live at the end, memory as there."""
+    r = run_program("lifecycle/thread_exit", ["20000"], timeout=300, env={"HAKMEM_LEARN": learn})
+    assert_checks_passed(r, "thread_exit")
+    assert "live heaps 1," in r.stderr, r.stderr[-2000:]
+    r = run_program("thread_churn", ["3000", "100", "96", "8"], timeout=180,
+                    env={"HAKMEM_LEARN": learn})
+    assert_checks_passed(r, "thread_churn")
