@@ -35,7 +35,8 @@ def binaries():
 
 
 EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_1T": 1,
-                  "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2}
+                  "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2, "huge_loop_1T": 1,
+                  "huge_loop_2T": 2}
 
 
 @pytest.mark.parametrize("allocator", ["hakmem", "glibc"])
@@ -55,6 +56,9 @@ def test_workload_smoke(binaries, cell, allocator):
     if cell.prog == "memory":
         for k in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb"):
             assert r[k] > 0, k
+    if cell.prog == "huge_loop":
+        # the cell is about page faults and resident memory: both must be on the line
+        assert r["minflt"] > 0 and r["live_max_kb"] > 0
     if cell.prog == "larson":
         assert r["remote_pct"] > 50, "most frees in Larson should be remote"
 
