@@ -7,14 +7,18 @@
  * for the delay, and it ends itself after a few rounds with nothing left to do.
  *
  * A thread of hakmem's must never surprise the program, so it starts only:
- *   - in a program that has started threads of its own (a second thread allocated):
+ *   - in a program that has started threads of its own (a second thread allocated small
+ *     blocks, or a thread other than the process's first freed memory — a thread that
+ *     allocates only huge blocks never makes a heap):
  *     a single-threaded program may rely on being single-threaded (unshare(CLONE_NEWUSER),
  *     some sandboxes, setns) and purges on its slow paths instead;
  *   - in a forked child, only once the child has allocated (a child that frees a little and
  *     execs must not get a thread), and never in a child of a multi-threaded parent;
  *   - with every signal blocked, and not with HAKMEM_PURGE_THREAD=off. */
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include "counters.h"
 #include "heap.h"
 #include "huge.h"
@@ -45,10 +49,20 @@ static void *purger_main(void *arg) {
     return NULL;
 }
 
+/* Whether the calling thread is not the process's first (its id is not the process id):
+ * then the program has started threads. Asked once per thread (1 first, 2 another). */
+static HAK_TLS signed char thread_kind;
+
+static bool another_thread(void) {
+    if (thread_kind == 0) thread_kind = syscall(SYS_gettid) == getpid() ? 1 : 2;
+    return thread_kind == 2;
+}
+
 /* Called where no hakmem lock is held (pthread_create allocates, and that allocation must
  * be able to refill): starts the thread if it is worth it. */
 void _hak_purge_thread_poll(void) {
-    if (relaxed_load(&_hak_gstats.threads_total) < 2) return;      /* single-threaded so far */
+    if (relaxed_load(&_hak_gstats.threads_total) < 2 && !another_thread())
+        return;                                                     /* single-threaded so far */
     if (atomic_load_explicit(&purger_running, memory_order_relaxed)) return;
     if (_hak_pool_dirty() + _hak_huge_cached() < PURGE_THREAD_MIN_DIRTY) return;
     if (!_hak_opt.purge_thread || atomic_load_explicit(&purger_forbidden, memory_order_relaxed)) return;
@@ -74,6 +88,7 @@ void _hak_purge_thread_poll(void) {
  * of its own (POSIX allows it only async-signal-safe calls until it execs, and thread
  * sanitizers refuse it); it purges on its slow paths as before. */
 void _hak_purge_thread_after_fork_child(bool parent_was_threaded) {
+    thread_kind = 0;                  /* the forking thread is the child's first */
     if (parent_was_threaded || atomic_load(&purger_running)) atomic_store(&purger_forbidden, 1);
     atomic_store(&purger_running, 0);
     atomic_store(&_hak_purge_child_waits, true);
