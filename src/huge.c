@@ -3,9 +3,38 @@
  * The mapping starts with a 64-byte header; the payload follows it (or sits at the
  * requested alignment). Every 2 MiB chunk of the mapping is in the registry, pointing at
  * the header, so free finds it from any address and a mapping never shares a chunk with
- * another. Freed mappings are kept in the BigCache (bounded in bytes) for reuse, purged
- * after the purge delay, and unmapped beyond the cap. realloc grows in place or moves the
- * page tables with mremap: no copy (see _hak_huge_realloc for how a move stays race-free). */
+ * another. Freed mappings are kept in the BigCache for reuse, resident, and purged only
+ * once they have stayed unused for the purge delay. realloc grows in place or moves the
+ * page tables with mremap: no copy (see _hak_huge_realloc for how a move stays race-free).
+ *
+ * The BigCache's bound (issue 11). A program that allocates, touches and frees blocks of
+ * 5-25 MiB in a loop must not pay the kernel's page faults (zeroing every page) on every
+ * cycle, so freed memory stays mapped and resident while it is being reused: a cached
+ * mapping serves any request it is large enough for, without trimming, and its tail past
+ * the new block stays resident for the next, larger request. What hakmem holds beyond the
+ * live blocks is bounded, in bytes:
+ *
+ *     held = the cached mappings' lengths + the *slack* of live blocks
+ *
+ * where a live block's slack is what may be resident of its mapping past the 2 MiB chunk
+ * its payload ends in (a reused mapping's old tail), and
+ *
+ *     budget = HAKMEM_BIGCACHE_MB + min(recent peak of live huge bytes, HAKMEM_BIGCACHE_MB)
+ *
+ * with the peak of the live blocks' payloads taken over the last one to two purge delays:
+ * the option's value in a program with no huge blocks live lately, at most twice it.
+ * Taking a cached mapping whose slack would pass the budget trims the mapping's tail;
+ * freeing a block unmaps cached mappings (purged ones first, then the smallest) until held
+ * fits; a block larger than the budget is unmapped at once; realloc keeps a shrunk
+ * block's resident tail only within the budget. So held is within the budget after every
+ * call, never above 2 × HAKMEM_BIGCACHE_MB, and the resident memory of huge blocks within
+ * their payloads (each rounded up to its last 2 MiB chunk) plus held. A mapping larger
+ * than a quarter of HAKMEM_BIGCACHE_MB is cached only while the program reuses its size:
+ * two of the last eight huge allocations needed between half of it and all of it (a
+ * block freed once, never to come again, does not push out what the cache holds). With
+ * HAKMEM_BIGCACHE_MB=0 nothing is cached and no slack kept. Cached mappings are purged
+ * once unused for the purge delay (by the purge thread, or the next huge call) and all
+ * unmapped by malloc_trim; tests/api/huge_loop_rss.c checks the bound and both. */
 #include "counters.h"
 #include "diag.h"
 #include "huge.h"
@@ -15,10 +44,20 @@
 
 static pthread_mutex_t huge_lock = HAK_LOCK_INIT;
 static hak_huge_t *cache;          /* most recently freed first */
-static size_t cache_bytes;
+static size_t cache_bytes;         /* the cached mappings' lengths */
+static size_t slack_bytes;         /* live blocks' slack (see above) */
 static _Atomic size_t cache_unpurged;   /* cached bytes not yet purged, as of the last unlock
                                            (the purge thread's poll reads it without the lock) */
 static _Atomic size_t cache_seen;       /* cache_bytes as of the last unlock (statistics) */
+static _Atomic size_t live_bytes;  /* payload bytes of live huge blocks */
+/* Peaks of live_bytes in the current and the previous window of one purge delay, and
+ * the current window's start (ms): the budget follows the recent live working set. */
+static size_t peak_cur, peak_prev;
+static uint64_t window_start;
+/* The chunk-rounded lengths the last eight huge allocations needed (admission). */
+#define RECENT 8
+static size_t recent_need[RECENT];
+static unsigned recent_next;
 
 static void huge_unlock(void) {
     size_t left = 0;
@@ -44,6 +83,45 @@ bool _hak_huge_check(const hak_huge_t *h, const void *p, const char *func) {
     return true;
 }
 
+/* The mapping length a block of `size` bytes at offset `off` needs: whole 2 MiB chunks,
+ * at least one byte so that even a zero-size payload lies inside the mapping. */
+static size_t chunks_for(size_t off, size_t size) {
+    return hak_align_up(off + (size ? size : 1), HAK_SS_SIZE);
+}
+
+/* A live block's slack: what may be resident of its mapping past its last chunk. */
+static size_t slack_of(const hak_huge_t *h) {
+    size_t end = chunks_for(h->offset, h->size);
+    return h->used > end ? h->used - end : 0;
+}
+
+/* The budget for held bytes (see the top of this file), under huge_lock; also moves the
+ * live-peak window on. */
+static size_t budget(uint64_t now) {
+    size_t cap = (size_t)_hak_opt.bigcache_mb << 20;
+    size_t live = relaxed_load(&live_bytes);
+    uint64_t w = (uint64_t)hak_opt_live(purge_delay_ms);
+    if (now - window_start >= w) {
+        /* a window with no call in it saw no other value than the one live now */
+        peak_prev = now - window_start < 2 * w ? peak_cur : live;
+        peak_cur = live;
+        window_start = now;
+    }
+    if (live > peak_cur) peak_cur = live;
+    size_t recent = peak_cur > peak_prev ? peak_cur : peak_prev;
+    return cap + (recent < cap ? recent : cap);
+}
+
+/* Whether a freed mapping of maplen bytes may enter the cache (see the top of the file). */
+static bool admit(size_t maplen, size_t limit) {
+    if (maplen > limit) return false;
+    if (maplen <= ((size_t)_hak_opt.bigcache_mb << 20) / 4) return true;
+    int reused = 0;
+    for (int i = 0; i < RECENT; i++)
+        reused += recent_need[i] <= maplen && recent_need[i] >= maplen / 2;
+    return reused >= 2;
+}
+
 static void huge_unmap(hak_huge_t *h) {
     size_t len = h->maplen;
     HAK_STAT_SUB(huge_mapped, len);
@@ -53,31 +131,40 @@ static void huge_unmap(hak_huge_t *h) {
     _hak_os_unmap(h, len);
 }
 
-/* Best fit (keeping the alignment). Reusing resident memory beats a fresh mapping, whose
- * every page faults on first touch, so a bigger mapping is taken too and its tail beyond
- * a quarter of slack unmapped (after the lock is dropped: *tail, *tail_len). */
-static hak_huge_t *cache_take(size_t maplen, size_t malign, void **tail, size_t *tail_len) {
+/* Best fit (keeping the alignment), under huge_lock. Reusing resident memory beats a fresh
+ * mapping, whose every page faults on first touch, so a bigger mapping is taken whole and
+ * its resident tail kept (as slack) — unless that would pass `limit`: then the tail past
+ * the need is unmapped (after the lock is dropped: *tail, *tail_len). */
+static hak_huge_t *cache_take(size_t need, size_t malign, size_t limit, void **tail,
+                              size_t *tail_len) {
     hak_huge_t **best = NULL;
     *tail = NULL;
     *tail_len = 0;
     for (hak_huge_t **pp = &cache; *pp != NULL; pp = &(*pp)->next) {
         hak_huge_t *h = *pp;
-        if (h->maplen < maplen || ((uintptr_t)h & (malign - 1)) != 0) continue;
+        if (h->maplen < need || ((uintptr_t)h & (malign - 1)) != 0) continue;
         if (best == NULL || h->maplen < (*best)->maplen) best = pp;
     }
     if (best == NULL) return NULL;
     hak_huge_t *h = *best;
     *best = h->next;
     cache_bytes -= h->maplen;
-    size_t keep = hak_align_up(maplen + maplen / 4, HAK_SS_SIZE);
-    if (h->maplen > keep) {
-        *tail = (char *)h + keep;
-        *tail_len = h->maplen - keep;
+    size_t slack = h->used > need ? h->used - need : 0;
+    if (h->maplen > need && cache_bytes + slack_bytes + slack > limit) {
+        *tail = (char *)h + need;
+        *tail_len = h->maplen - need;
         if (h->purged) HAK_STAT_SUB(huge_purged, *tail_len);
         HAK_STAT_SUB(huge_mapped, *tail_len);
-        h->maplen = keep;
-        if (h->thp_len > keep) h->thp_len = keep;
+        h->maplen = need;
+        if (h->thp_len > need) h->thp_len = need;
+        if (h->used > need) h->used = need;
+        slack = 0;
     }
+    slack_bytes += slack;
+    HAK_STAT_ADD(bigcache_hits, 1);
+    if (h->purged) HAK_STAT_SUB(huge_purged, h->maplen - HAK_PAGE);
+    h->purged = 0;
+    h->state = HUGE_LIVE;            /* sized by the caller (make_live) */
     return h;
 }
 
@@ -88,11 +175,12 @@ static void unmap_tail(void *tail, size_t len) {
 }
 
 static size_t purge_cache_locked(bool all) {
-    uint64_t now = _hak_now_ms();
+    uint32_t now = (uint32_t)_hak_now_ms();
     size_t bytes = 0;
     for (hak_huge_t *h = cache; h != NULL; h = h->next) {
-        if (h->purged || (!all && now - h->cached_at < (uint64_t)hak_opt_live(purge_delay_ms))) continue;
+        if (h->purged || (!all && now - h->cached_at < (uint32_t)hak_opt_live(purge_delay_ms))) continue;
         h->purged = _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE) ? 1 : 2;
+        if (h->purged == 1) h->used = HAK_PAGE;          /* the header's page */
         HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
         HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);
         bytes += h->maplen - HAK_PAGE;
@@ -100,11 +188,32 @@ static size_t purge_cache_locked(bool all) {
     return bytes;
 }
 
-/* A mapping becomes a live block of `size` bytes at offset `off`; returns the payload. */
+/* The cached mapping to unmap first when held is over the budget: a purged one (it holds
+ * address space only), the oldest; else the smallest, the oldest of equals. */
+static hak_huge_t **eviction_victim(void) {
+    hak_huge_t **victim = NULL;
+    bool purged = false;
+    for (hak_huge_t **pp = &cache; *pp != NULL; pp = &(*pp)->next) {
+        hak_huge_t *h = *pp;
+        if (h->purged) {
+            victim = pp;
+            purged = true;
+        } else if (!purged && (victim == NULL || h->maplen <= (*victim)->maplen)) {
+            victim = pp;
+        }
+    }
+    return victim;
+}
+
+/* A mapping becomes a live block of `size` bytes at offset `off`; returns the payload. The
+ * program may write all of it: `used` covers it. */
 static void *make_live(hak_huge_t *h, size_t size, size_t off) {
     h->size = size;
     h->offset = off;
     h->state = HUGE_LIVE;
+    size_t end = hak_align_up(off + size, HAK_PAGE);
+    if (h->used < end) h->used = end;
+    atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed);
     _hak_os_thp_cover(h, off + size, &h->thp_len);
     return (char *)h + off;
 }
@@ -112,29 +221,28 @@ static void *make_live(hak_huge_t *h, size_t size, size_t off) {
 void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     hak_assert(size <= HAK_MAX_REQUEST && align <= HAK_MAX_REQUEST / 2);   /* the API checked */
     size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
-    /* at least one byte, so that even a zero-size payload lies inside the mapping */
-    size_t maplen = hak_align_up(off + (size ? size : 1), HAK_SS_SIZE);
+    size_t maplen = chunks_for(off, size);
     size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
 
     void *tail;
     size_t tail_len;
+    uint64_t now = _hak_now_ms();
     hak_lock(&huge_lock);
-    hak_huge_t *h = cache_take(maplen, malign, &tail, &tail_len);
+    recent_need[recent_next++ % RECENT] = maplen;
+    hak_huge_t *h = cache_take(maplen, malign, budget(now), &tail, &tail_len);
     if (cache != NULL) purge_cache_locked(false);
     huge_unlock();
     unmap_tail(tail, tail_len);
     HAK_STAT_ADD(huge_allocs, 1);
     HAK_STAT_ADD(huge_live, 1);
     if (h != NULL) {
-        HAK_STAT_ADD(bigcache_hits, 1);
-        if (h->purged) HAK_STAT_SUB(huge_purged, h->maplen - HAK_PAGE);
         char *p = (char *)h + off;
-        if (zero) {
-            /* a mapping purged with MADV_DONTNEED reads as zero past its first page */
-            size_t dirty = h->purged != 1 ? size : off < HAK_PAGE ? HAK_PAGE - off : 0;
+        /* past `used` the mapping reads as zero: never written, or purged with MADV_DONTNEED
+         * (a cached mapping is nobody's, so nothing writes it meanwhile) */
+        if (zero && h->used > off) {
+            size_t dirty = h->used - off;
             memset(p, 0, dirty < size ? dirty : size);
         }
-        h->purged = 0;
         return make_live(h, size, off);
     }
     HAK_STAT_ADD(bigcache_misses, 1);
@@ -151,6 +259,8 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     h->magic = HAK_HUGE_MAGIC;
     h->maplen = maplen;
     h->thp_len = 0;
+    h->purged = 0;
+    h->used = HAK_PAGE;                      /* the header's page */
     return make_live(h, size, off);
 }
 
@@ -158,24 +268,28 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
     if (!_hak_huge_check(h, p, "free")) return;
     HAK_STAT_ADD(huge_frees, 1);
     HAK_STAT_SUB(huge_live, 1);
-    size_t cap = (size_t)_hak_opt.bigcache_mb << 20;
-    if (h->maplen > cap / 4) {
+    atomic_fetch_sub_explicit(&live_bytes, h->size, memory_order_relaxed);
+    uint64_t now = _hak_now_ms();
+    hak_lock(&huge_lock);
+    hak_assert(slack_bytes >= slack_of(h));
+    slack_bytes -= slack_of(h);
+    size_t limit = budget(now);
+    if (!admit(h->maplen, limit)) {
+        huge_unlock();
         huge_unmap(h);
         return;
     }
-    hak_lock(&huge_lock);
     h->state = HUGE_CACHED;
     h->purged = 0;
-    h->cached_at = _hak_now_ms();
+    h->cached_at = (uint32_t)now;
     h->next = cache;
     cache = h;
     cache_bytes += h->maplen;
     hak_huge_t *evict = NULL;
-    while (cache_bytes > cap) {             /* drop the oldest */
-        hak_huge_t **pp = &cache;
-        while ((*pp)->next != NULL) pp = &(*pp)->next;
+    while (cache != NULL && cache_bytes + slack_bytes > limit) {
+        hak_huge_t **pp = eviction_victim();
         hak_huge_t *old = *pp;
-        *pp = NULL;
+        *pp = old->next;
         cache_bytes -= old->maplen;
         old->next = evict;
         evict = old;
@@ -243,17 +357,45 @@ static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
     return dst;
 }
 
+/* A live block's slack goes from old_slack to new_slack: accounted, if the budget allows a
+ * growth (false: it does not, nothing changed). */
+static bool slack_resize(size_t old_slack, size_t new_slack) {
+    if (new_slack == old_slack) return true;
+    uint64_t now = _hak_now_ms();
+    hak_lock(&huge_lock);
+    bool ok = new_slack < old_slack ||
+              cache_bytes + slack_bytes + (new_slack - old_slack) <= budget(now);
+    if (ok) slack_bytes = slack_bytes - old_slack + new_slack;
+    huge_unlock();
+    return ok;
+}
+
+/* A live block took a new size in its mapping of newlen bytes (slack accounted already). */
+static void *resized(hak_huge_t *h, size_t size, size_t newlen) {
+    size_t end = hak_align_up(h->offset + size, HAK_PAGE);
+    if (h->used < end) h->used = end;            /* the program may write all of it */
+    h->maplen = newlen;
+    atomic_fetch_add_explicit(&live_bytes, size - h->size, memory_order_relaxed);  /* mod 2^64 */
+    h->size = size;
+    _hak_os_thp_cover(h, h->offset + size, &h->thp_len);
+    return (char *)h + h->offset;
+}
+
 /* h is live and p its payload (_hak_huge_check), size > HAK_LARGE_MAX: the caller
  * (alloc.c) moves blocks that shrink below the huge tier. */
 void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     size_t keep = size < h->size ? size : h->size;       /* what a copy copies (5) */
     hak_assert(size <= HAK_MAX_REQUEST);
     size_t need = h->offset + size;
-    size_t newlen = hak_align_up(need, HAK_SS_SIZE);
-    if (newlen == h->maplen || (newlen < h->maplen && newlen > h->maplen / 2)) {
-        h->size = size;                     /* fits the mapping we have */
-        _hak_os_thp_cover(h, need, &h->thp_len);
-        return p;
+    size_t newlen = chunks_for(h->offset, size);
+    size_t old_slack = slack_of(h);
+    if (newlen <= h->maplen && (newlen > h->maplen / 2 || newlen >= chunks_for(h->offset, h->size))) {
+        /* fits the mapping we have (a reused mapping may be larger than the block): kept
+         * whole if its resident tail stays within the budget */
+        size_t end = hak_align_up(need, HAK_PAGE);
+        size_t used = h->used > end ? h->used : end;
+        if (slack_resize(old_slack, used > newlen ? used - newlen : 0))
+            return resized(h, size, h->maplen);
     }
     if (newlen < h->maplen) {               /* shrink a lot: give the tail back */
         char *tail = (char *)h + newlen;
@@ -262,9 +404,9 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         _hak_os_unmap(tail, tlen);
         HAK_STAT_SUB(huge_mapped, tlen);
         if (h->thp_len > newlen) h->thp_len = newlen;
-        h->maplen = newlen;
-        h->size = size;
-        return p;
+        if (h->used > newlen) h->used = newlen;
+        slack_resize(old_slack, 0);
+        return resized(h, size, newlen);
     }
     size_t oldlen = h->maplen;
     int saved = errno;                      /* a successful call leaves errno alone */
@@ -282,24 +424,20 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     if (nh == NULL) {
         void *tail;
         size_t tail_len;
+        uint64_t now = _hak_now_ms();
         hak_lock(&huge_lock);
-        hak_huge_t *c = cache_take(newlen, HAK_SS_SIZE, &tail, &tail_len);
+        hak_huge_t *c = cache_take(chunks_for(HAK_HUGE_HDR, size), HAK_SS_SIZE, budget(now),
+                                   &tail, &tail_len);
         huge_unlock();
         unmap_tail(tail, tail_len);
         if (c != NULL) {
-            HAK_STAT_ADD(bigcache_hits, 1);
-            if (c->purged) HAK_STAT_SUB(huge_purged, c->maplen - HAK_PAGE);
-            c->offset = HAK_HUGE_HDR;
-            c->size = size;
-            c->state = HUGE_LIVE;
-            c->purged = 0;
-            _hak_os_thp_cover(c, c->offset + size, &c->thp_len);
-            memcpy((char *)c + c->offset, p, keep);
+            void *q = make_live(c, size, HAK_HUGE_HDR);
+            memcpy(q, p, keep);
             HAK_STAT_ADD(huge_allocs, 1);       /* the old block is counted as freed */
             HAK_STAT_ADD(huge_live, 1);
             _hak_huge_free(h, p);
             errno = saved;
-            return (char *)c + c->offset;
+            return q;
         }
         nh = huge_move(h, newlen);
     }
@@ -315,11 +453,9 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     }
     HAK_STAT_ADD(huge_mapped, newlen - oldlen);
     _hak_counters_note_mapped();
-    nh->maplen = newlen;
-    nh->size = size;
-    _hak_os_thp_cover(nh, nh->offset + size, &nh->thp_len);
+    slack_resize(old_slack, 0);             /* used <= oldlen < newlen: no slack left */
     errno = saved;
-    return (char *)nh + nh->offset;
+    return resized(nh, size, newlen);
 }
 
 size_t _hak_huge_purge_tick(void) {

@@ -166,11 +166,14 @@ struct hak_huge_s {
     size_t   maplen;               /* bytes mapped, a multiple of 2 MiB */
     size_t   offset;               /* payload - mapping start */
     hak_huge_t *next;              /* BigCache link */
-    uint32_t state;                /* HUGE_LIVE or HUGE_CACHED */
-    uint32_t purged;               /* cached and madvised (2: with MADV_FREE, not zeroed) */
-    uint64_t cached_at;            /* ms */
+    uint16_t state;                /* HUGE_LIVE or HUGE_CACHED */
+    uint16_t purged;               /* cached and madvised (2: with MADV_FREE, not zeroed) */
+    uint32_t cached_at;            /* ms, modulo 2^32 (only differences are read) */
     size_t   thp_len;              /* bytes from the start advised MADV_HUGEPAGE: a VMA of
                                       their own, for as long as the mapping lives */
+    size_t   used;                 /* bytes from the start that may have been written since
+                                      the kernel last zeroed them (a page multiple): past it
+                                      the mapping reads as zero and is not resident */
 };
 
 

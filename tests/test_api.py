@@ -76,6 +76,28 @@ def test_rss_returns_after_burst_and_trim(variant):
     assert_checks_passed(r, "trim_rss")
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_huge_loop_rss_bounded(variant):
+    """Huge blocks allocated, touched and freed in a loop (issue 11): reused from the
+    BigCache, resident memory within the live blocks plus 2 x HAKMEM_BIGCACHE_MB, and back
+    after the purge delay (with and without the purge thread) and after malloc_trim.
+    libhakmem.a has no purge thread: there the next huge call gives the memory back."""
+    r = run_program("huge_loop_rss", ["--no-purge-thread"] if variant == "static" else [],
+                    variant=variant, timeout=180)
+    assert_checks_passed(r, "huge_loop_rss")
+
+
+@pytest.mark.parametrize("cap", ["16", "0", "1024"])
+def test_huge_loop_rss_under_bigcache_sizes(cap):
+    """The same bound with a small, no, and a large BigCache (the budget's trims and
+    evictions run on nearly every call at 16 MiB)."""
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: hakmem's options mean nothing to the system allocator")
+    r = run_program("huge_loop_rss", variant="preload", env={"HAKMEM_BIGCACHE_MB": cap},
+                    timeout=180)
+    assert_checks_passed(r, "huge_loop_rss")
+
+
 # hakmem's options change which paths run (checked mode, eager purging and unmapping,
 # tiny caches, lazy purging with huge pages); the contract must hold under each.
 OPTION_SETS = {

@@ -36,7 +36,8 @@ def binaries():
 
 EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_1T": 1,
                   "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2, "pool_scale_1T": 1,
-                  "pool_scale_16T": 16, "pool_scale_64T": 64}
+                  "pool_scale_16T": 16, "pool_scale_64T": 64,
+                  "huge_loop_1T": 1, "huge_loop_2T": 2}
 
 
 @pytest.mark.parametrize("allocator", ["hakmem", "glibc"])
@@ -61,6 +62,9 @@ def test_workload_smoke(binaries, cell, allocator):
         assert 0 < r["pair_p50_ns"] <= r["pair_p99_ns"] and r["minflt_per_op"] >= 0
         if allocator == "hakmem":             # the pool's counters, read through malloc_info
             assert r["acquires"] > 0 and r["visits_per_acq"] > 0 and r["superslabs"] > 0
+    if cell.prog == "huge_loop":
+        # the cell is about page faults and resident memory: both must be on the line
+        assert r["minflt"] > 0 and r["live_max_kb"] > 0
     if cell.prog == "larson":
         assert r["remote_pct"] > 50, "most frees in Larson should be remote"
     if cell.prog == "phases":

@@ -117,6 +117,52 @@ int main(void) {
     CHECK(b1 == b2);
     hak_free(b2);
 
+    /* A bigger cached mapping serves a smaller request whole (issue 11: no trim, so the
+     * next larger request finds it again), and calloc clears what earlier blocks wrote in
+     * it — the old tail too — whether the mapping was purged (MADV_DONTNEED reads as zero,
+     * MADV_FREE does not) or not. 20 MiB blocks are above a quarter of the BigCache, so
+     * two allocations of the size come first (admission by reuse). */
+    for (int mode = 0; mode < 3; mode++) {         /* not purged; DONTNEED; MADV_FREE */
+        size_t big = 20u << 20, small = 6u << 20, mid = 18u << 20;
+        hak_trim(0);                                 /* an empty BigCache to start with */
+        unsigned char *a = hak_malloc(big), *b = hak_malloc(big);
+        CHECK(a != NULL && b != NULL);
+        memset(a, 0xee, big);
+        memset(b, 0xee, big);
+        hak_free(a);
+        hak_free(b);                                 /* both cached, b the newer */
+        hak_huge_t *hb = _hak_registry_huge_header((uintptr_t)b);
+        size_t maplen = hb->maplen;
+        if (mode > 0) {
+            _hak_opt.purge_dontneed = mode == 1;
+            _hak_huge_purge(false);                 /* not due yet: nothing happens */
+            uint32_t delay = (uint32_t)_hak_opt.purge_delay_ms;
+            _hak_opt.purge_delay_ms = 0;
+            _hak_huge_purge(false);                 /* now every cached mapping */
+            _hak_opt.purge_delay_ms = delay;
+            _hak_opt.purge_dontneed = 1;
+            CHECK(hb->purged == (mode == 1 ? 1 : 2));
+        }
+        unsigned char *c = hak_calloc(1, small);
+        CHECK(c == a || c == b);
+        hak_huge_t *hc = _hak_registry_huge_header((uintptr_t)c);
+        CHECK(hc->maplen == maplen, "a %zu-byte mapping taken for %zu bytes was trimmed to %zu",
+              maplen, small, hc->maplen);
+        int z = 1;
+        for (size_t i = 0; i < small; i++) z &= c[i] == 0;
+        CHECK(z, "calloc(%zu) from a cached mapping (purge mode %d) is not zero", small, mode);
+        memset(c, 0xdd, small);
+        hak_free(c);
+        unsigned char *d = hak_calloc(1, mid);       /* the same mapping: the best fit */
+        CHECK(d == c);
+        z = 1;
+        for (size_t i = 0; i < mid; i++) z &= d[i] == 0;
+        CHECK(z, "calloc(%zu) over a reused mapping's old tail (purge mode %d) is not zero",
+              mid, mode);
+        hak_free(d);
+    }
+    hak_trim(0);
+
     /* calloc of reused huge and large memory is zero */
     for (int r = 0; r < 3; r++) {
         size_t sz[] = { 100, 5000, 300000, 3 * HAK_LARGE_MAX };

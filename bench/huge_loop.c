@@ -1,0 +1,101 @@
+/* huge_loop — 5–25 MiB blocks allocated, touched and freed in a loop, 1..N threads.
+ *
+ * Each thread keeps a ring of --live blocks. One operation: allocate a block of a random
+ * size in [min, max] (deterministic: thread i draws from seed+i), write one byte per page
+ * of it, and free the oldest block of the ring once the ring is full. --ops is the total
+ * over all threads. This is the pattern of a program that builds large buffers (images,
+ * decoded files, batches) and drops them: an allocator that gives each freed block back to
+ * the kernel and maps a fresh one pays every page fault again on every cycle; one that
+ * keeps such memory mapped and resident pays them once. The live set is at most
+ * threads × live × max bytes, so peak RSS above that is what the allocator keeps cached.
+ * The result line reports the live set's bound (live_max_kb) beside the usual peak RSS and
+ * minor page faults. */
+#include "bench_common.h"
+#include <pthread.h>
+
+struct worker {
+    pthread_t tid;
+    long long ops;
+    long long live;
+    size_t lo, hi;
+    uint64_t rng;
+    pthread_barrier_t *start;
+    double t_start, t_end;  /* this thread's own clock readings around its kernel */
+};
+
+__attribute__((noinline))
+static void bench_kernel(void **ring, long long live, long long ops, size_t lo, size_t hi,
+                         uint64_t *rng)
+{
+    for (long long i = 0; i < ops; i++) {
+        size_t k = (size_t)(i % live);
+        free(ring[k]);                  /* the oldest block (NULL while the ring fills) */
+        size_t sz = rng_range(rng, lo, hi);
+        void *p = malloc(sz);
+        if (__builtin_expect(p == NULL, 0)) {
+            fprintf(stderr, "malloc(%zu) returned NULL\n", sz);
+            exit(3);
+        }
+        bench_touch(p, sz, (unsigned char)(i | 1));
+        ring[k] = p;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    void **ring = calloc((size_t)w->live, sizeof *ring);
+    pthread_barrier_wait(w->start);
+    w->t_start = bench_now();
+    bench_kernel(ring, w->live, w->ops, w->lo, w->hi, &w->rng);
+    w->t_end = bench_now();
+    for (long long k = 0; k < w->live; k++)
+        free(ring[k]);
+    free(ring);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    long long threads = 1, ops = 2000, live = 2, lo = 5 << 20, hi = 25 << 20, seed = 42;
+    struct bench_opt opt[] = {
+        {"threads", &threads, "worker threads"},
+        {"ops", &ops, "operations in total (malloc + touch + free of the oldest)"},
+        {"live", &live, "blocks each thread keeps live"},
+        {"min", &lo, "smallest request in bytes"},
+        {"max", &hi, "largest request in bytes"},
+        {"seed", &seed, "PRNG seed (thread i uses seed+i)"},
+    };
+    bench_parse(argc, argv, "Huge blocks allocated, touched and freed in a loop.", opt,
+                BENCH_NOPTS(opt));
+    bench_require(threads >= 1 && threads <= 64 && ops >= threads && live > 0 && lo > 0 && hi >= lo,
+                  "need 1<=threads<=64, ops>=threads, live>0, 0<min<=max");
+
+    struct worker *w = calloc((size_t)threads, sizeof *w);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+    for (long long t = 0; t < threads; t++) {
+        w[t] = (struct worker){.ops = ops / threads, .live = live, .lo = (size_t)lo,
+                               .hi = (size_t)hi, .rng = rng_seed((uint64_t)(seed + t)),
+                               .start = &start};
+        if (pthread_create(&w[t].tid, NULL, worker_main, &w[t]) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            return 3;
+        }
+    }
+    pthread_barrier_wait(&start);
+    /* The workers read the clock themselves: main may not run again until they are done. */
+    double t0 = 0, t1 = 0;
+    for (long long t = 0; t < threads; t++) {
+        pthread_join(w[t].tid, NULL);
+        if (t == 0 || w[t].t_start < t0)
+            t0 = w[t].t_start;
+        if (t == 0 || w[t].t_end > t1)
+            t1 = w[t].t_end;
+    }
+    bench_report("huge_loop", threads, (ops / threads) * threads, t1 - t0,
+                 "live=%lld min=%lld max=%lld live_max_kb=%lld seed=%lld", live, lo, hi,
+                 threads * live * hi / 1024, seed);
+    free(w);
+    return 0;
+}
