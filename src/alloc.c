@@ -100,7 +100,7 @@ static SLOW_PATH void free_slow(void *p) {
 
 /* The tcache is over its capacity: half of it goes home. */
 static SLOW_PATH void flush_slow(hak_heap_t *h, hak_tcache_t *tc) {
-    _hak_heap_flush(h, tc, tc->cap / 2);
+    _hak_heap_flush_full(h, tc);
     _hak_purge_thread_poll();
     hak_learn_countdown(h);
 }

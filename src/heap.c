@@ -100,16 +100,24 @@ static void span_release(hak_span_t *s) {
 /* ---- heaps ---------------------------------------------------------------------------- */
 
 /* ---- thread-cache depth --------------------------------------------------------------
- * A class's tcache starts at a base depth and, where the learning layer allows it, doubles
- * each time the class refills after a flush since its last refill (the cache ran from full
- * to empty: more depth would have absorbed it), up to a maximum; housekeeping (below) puts
- * an unused class back to its base. Percentages of the built-in depth (size_class.c), set
- * by the learning layer at start-up; 100/100 is the fixed policy. */
-static unsigned cap_base_pct = 100, cap_max_pct = 100;
+ * A class's tcache starts at a base depth and, where the learning layer allows it, moves
+ * with what the class does: a refill that follows a flush (the cache ran from full to
+ * empty: more depth would have absorbed the swing) doubles it, up to a maximum; from the
+ * third flush with no refill between (the thread is freeing a structure, not cycling
+ * through one) each flush halves it, down to a floor, so that what the thread keeps at the
+ * end of a drain is little; housekeeping (below) puts an unused class back to its base.
+ * Percentages of the built-in depth (size_class.c), set by the learning layer at start-up;
+ * 100/100/100 is the fixed policy. */
+static unsigned cap_base_pct = 100, cap_max_pct = 100, cap_floor_pct = 100;
+static size_t grow_bytes, base_bytes;             /* 0: no limit (base_bytes) */
 
-void _hak_heap_set_cache_policy(unsigned base_pct, unsigned max_pct) {
+void _hak_heap_set_cache_policy(unsigned floor_pct, unsigned base_pct, size_t max_base_bytes,
+                                unsigned max_pct, size_t max_grow_bytes) {
+    base_bytes = max_base_bytes;
+    grow_bytes = max_grow_bytes;
     cap_base_pct = base_pct;
     cap_max_pct = max_pct < base_pct ? base_pct : max_pct;
+    cap_floor_pct = floor_pct > base_pct ? base_pct : floor_pct;
 }
 
 static uint32_t cap_scaled(size_t c, unsigned pct) {
@@ -120,7 +128,24 @@ static uint32_t cap_scaled(size_t c, unsigned pct) {
     return (uint32_t)cap;
 }
 
-static uint32_t cap_base(size_t c) { return cap_scaled(c, cap_base_pct); }
+static uint32_t cap_base(size_t c) {
+    uint32_t cap = cap_scaled(c, cap_base_pct);
+    if (base_bytes > 0 && (size_t)cap * _hak_class_size[c] > base_bytes) {
+        size_t n = base_bytes / _hak_class_size[c];
+        cap = n > 1 ? (uint32_t)n : 1;
+    }
+    return cap;
+}
+
+/* The deepest a class may grow: max_pct of the built-in depth, but past the built-in
+ * depth only while the cache holds at most grow_bytes (deep caches of big blocks pin
+ * memory: 4 x the built-in 512 KiB of a mid class, in every thread). */
+static uint32_t cap_most(size_t c) {
+    uint32_t most = cap_scaled(c, cap_max_pct), builtin = cap_scaled(c, 100);
+    if (most <= builtin) return most;
+    uint32_t by_bytes = (uint32_t)(grow_bytes / _hak_class_size[c]);
+    return by_bytes >= most ? most : by_bytes > builtin ? by_bytes : builtin;
+}
 
 /* A new depth for a tcache (owner, slow path): what it holds beyond the depth goes home. */
 static void set_cap(hak_heap_t *h, hak_tcache_t *tc, uint32_t cap) {
@@ -163,6 +188,7 @@ static hak_heap_t *heap_new(void) {
     h->shared = 0;
     h->learn_countdown = 64;
     h->active = h->flushed = 0;
+    memset(h->drain, 0, sizeof h->drain);
     h->housekept_ms = 0;
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
     h->live = 1;
@@ -268,12 +294,13 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     h->slow_ticks++;
     uint64_t bit = 1ull << c;
     h->active |= bit;
-    if ((h->flushed & bit) && cap_max_pct > cap_base_pct && tc->cap < cap_scaled(c, cap_max_pct)) {
-        uint32_t grown = tc->cap * 2, most = cap_scaled(c, cap_max_pct);
+    if ((h->flushed & bit) && tc->cap < cap_most(c)) {
+        uint32_t grown = tc->cap * 2, most = cap_most(c);
         tc->room += (grown < most ? grown : most) - tc->cap;      /* the cache is empty */
         tc->cap = grown < most ? grown : most;
     }
     h->flushed &= ~bit;
+    h->drain[c] = 0;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     hak_bin_t *bin = &h->bins[c];
     uint32_t want = tc->cap / 2 + 1;
@@ -553,6 +580,19 @@ void _hak_heap_sweep_abandoned(void) {
         }
     }
     hak_unlock(&aband_lock);
+}
+
+/* free's flush of a full cache (the owner): half goes home, and a drain shrinks the depth. */
+SLOW_PATH void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
+    size_t c = (size_t)(tc - h->tc);
+    uint32_t cap = tc->cap;
+    if (h->drain[c] < 255) h->drain[c]++;
+    if (h->drain[c] >= 3) {          /* the third flush with no refill: a drain, not a swing */
+        uint32_t low = cap_scaled(c, cap_floor_pct);
+        if (cap > low) cap = cap / 2 > low ? cap / 2 : low;
+    }
+    _hak_heap_flush(h, tc, cap / 2);
+    if (cap != tc->cap) set_cap(h, tc, cap);              /* holds cap / 2 now: no flush */
 }
 
 /* Housekeeping, by the owner on its own slow path (learn.c decides when): a class that saw

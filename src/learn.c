@@ -9,20 +9,24 @@
  * without evidence, so a steady load leaves them where they are:
  *
  *   purge_delay_ms, dirty_max_mb  Memory purged and then taken again within a second
- *       (the pool counts it: a refault) means the program wanted it: both double, up to
- *       the objective's ceiling. Memory purged that no one took back within that second
- *       was not wanted: both halve, down to the floor. Decided at most every
- *       100 ms, by whichever slow path or the purge thread gets there first.
- *   thread-cache depth  A class starts at a base depth and doubles, per heap, each time it
- *       refills after a flush (heap.c); a class that saw no slow path for a while goes home
- *       and back to its base at the owner's housekeeping (every 250 ms of its slow paths);
- *       under `memory` (and `balanced` for classes idle that long) the free pages of that
- *       class's spans go back too.
+ *       (the pool counts it: a refault) means the program wanted it: both double (the cap
+ *       at least to twice what came back), up to the objective's ceiling. Memory purged
+ *       that no one took back within that second was not wanted: both halve, down to the
+ *       floor. Decided at most every 100 ms, by whichever slow path or the purge thread
+ *       gets there first.
+ *   thread-cache depth  A class starts at a base depth (under balanced and memory at most
+ *       a number of bytes of blocks) and, per heap, doubles each time it refills after a
+ *       flush (heap.c), past the built-in depth only within a byte bound; from the third
+ *       flush with no refill between (a drain) each flush halves it, down to a floor; a
+ *       class that saw no slow path for a while goes home and back to its base at the
+ *       owner's housekeeping (every 250 ms of its slow paths); under `memory` and
+ *       `balanced` the free pages of that class's spans go back too.
  *
  * The objectives are ranges for these: `speed` starts high and only goes higher (fewest
  * page faults and slow paths), `memory` starts low and only goes lower (least resident
- * memory), `balanced` (the default) may go either way between the two. `off` is the fixed
- * policy of the options, reproducible run to run. An option given explicitly (environment
+ * memory), `balanced` (the default) starts low and may go either way: a program that
+ * wants its memory back shows it within a second, one that does not keeps little. `off`
+ * is the fixed policy of the options, reproducible run to run. An option given explicitly (environment
  * or hak_option_set) is never moved. Every parameter is in the registry of learned
  * parameters (learned.h): the statistics print it with its change count, the trace draws
  * it. Nothing here runs on a fast path: the api's slow paths count down a per-heap counter
@@ -39,14 +43,15 @@ enum { OFF = 0, SPEED, BALANCED, MEMORY };
 typedef struct {
     long delay_lo, delay_start, delay_hi;        /* purge delay, ms */
     long cap_lo, cap_start, cap_hi;              /* dirty cap, MiB */
-    unsigned tc_base, tc_max;                    /* thread-cache depth, % of built-in */
+    unsigned tc_floor, tc_base, tc_max;          /* thread-cache depth, % of built-in */
+    size_t tc_base_bytes, tc_grow;               /* base within this; past built-in within */
     bool pages;                                  /* housekeeping gives pages back */
 } objective_t;
 
 static const objective_t objectives[4] = {
-    [SPEED]    = { 500, 1000, 10000,   32, 128, 1024, 100, 400, false },
-    [BALANCED] = {  50,  500,  4000,    8,  32,  512, 100, 400, true },
-    [MEMORY]   = {  20,  200,   500,    4,  16,   64,  25, 100, true },
+    [SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20, false },
+    [BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10, 128 << 10, true },
+    [MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0, true },
 };
 
 #define MIB ((uint64_t)1 << 20)
@@ -71,30 +76,34 @@ void _hak_learn_init(void) {
     learn_cap = !_hak_option_explicit(&_hak_opt.dirty_max_mb);
     i_delay = _hak_learned_add("purge_delay_ms", &_hak_opt.purge_delay_ms);
     i_cap = _hak_learned_add("dirty_max_mb", &_hak_opt.dirty_max_mb);
-    if (learn_delay) _hak_learned_set(i_delay, obj->delay_start);
-    if (learn_cap) _hak_learned_set(i_cap, obj->cap_start);
+    if (learn_delay) _hak_learned_start(i_delay, obj->delay_start);
+    if (learn_cap) _hak_learned_start(i_cap, obj->cap_start);
     if (!_hak_option_explicit(&_hak_opt.tcache_max)) {
-        _hak_heap_set_cache_policy(obj->tc_base, obj->tc_max);
+        _hak_heap_set_cache_policy(obj->tc_floor, obj->tc_base, obj->tc_base_bytes, obj->tc_max,
+                                   obj->tc_grow);
         static const char *const tiers[] = { "tcache_tiny", "tcache_mid", "tcache_large" };
         for (size_t t = 0; t < 3; t++) {           /* the depth heaps start at now */
             int i = _hak_learned_find(tiers[t]);
             long v;
             if (hak_learned_get(i, NULL, &v, NULL) == 0)
-                _hak_learned_set(i, v * obj->tc_base / 100 > 0 ? v * obj->tc_base / 100 : 1);
+                _hak_learned_start(i, v * obj->tc_base / 100 > 0 ? v * obj->tc_base / 100 : 1);
         }
     }
     _hak_pool_signals(&last_purged, &last_refaulted);
 }
 
-/* Both purge parameters one step: up (doubled) or down (halved), within the objective. */
-static void step(bool up) {
+/* Both purge parameters one step: up (doubled; the cap at least to `want` MiB, by
+ * doublings, so one look can make room for what came back) or down (halved), within the
+ * objective. */
+static void step(bool up, long want) {
     if (learn_delay && !_hak_option_explicit(&_hak_opt.purge_delay_ms)) {   /* set since? */
         long d = _hak_opt.purge_delay_ms;
         _hak_learned_set(i_delay, clamp(up ? d * 2 : d / 2, obj->delay_lo, obj->delay_hi));
     }
     if (learn_cap && !_hak_option_explicit(&_hak_opt.dirty_max_mb)) {
-        long c = _hak_opt.dirty_max_mb;
-        _hak_learned_set(i_cap, clamp(up ? c * 2 : c / 2, obj->cap_lo, obj->cap_hi));
+        long c = _hak_opt.dirty_max_mb, n = up ? c * 2 : c / 2;
+        while (up && n < want && n < obj->cap_hi) n *= 2;
+        _hak_learned_set(i_cap, clamp(n, obj->cap_lo, obj->cap_hi));
     }
 }
 
@@ -111,14 +120,14 @@ void _hak_learn_tick(uint64_t now) {
         last_refaulted = refaulted;
         if (dr >= MIB) {                              /* purged, and wanted back */
             pending = 0;
-            if (dr * 4 >= dp && mode != MEMORY) step(true);   /* mostly: keep more */
+            if (dr * 4 >= dp && mode != MEMORY) step(true, (long)(2 * dr / MIB));  /* keep more */
         } else {
             if (dp > 0 && pending == 0) pending_since = now;
             pending += dp;
             /* a second went by and nobody took it back: it was not wanted */
             if (pending >= MIB && now - pending_since >= HAK_REFAULT_WINDOW_MS) {
                 pending = 0;
-                if (mode != SPEED) step(false);
+                if (mode != SPEED) step(false, 0);
             }
         }
     }

@@ -66,6 +66,13 @@ void _hak_learned_set(int i, long value) {
     observe(e, value);
 }
 
+void _hak_learned_start(int i, long value) {
+    if (i < 0 || i >= _hak_learned_count()) return;
+    learned_t *e = &table[i];
+    __atomic_store_n(atomic_load_explicit(&e->field, memory_order_acquire), value, __ATOMIC_RELAXED);
+    atomic_store_explicit(&e->seen, value, memory_order_relaxed);
+}
+
 HAK_EXPORT int hak_learned_get(int i, const char **name, long *value, unsigned long long *changes) {
     if (i < 0 || i >= _hak_learned_count()) return -1;
     learned_t *e = &table[i];

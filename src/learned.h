@@ -21,6 +21,8 @@ int _hak_learned_add(const char *name, long *field);
 int _hak_learned_add_value(const char *name, long value);
 /* Sets parameter i (writes its field) and counts a change if the value differs. */
 void _hak_learned_set(int i, long value);
+/* Sets parameter i's starting value (the learner's, at start-up): not a change. */
+void _hak_learned_start(int i, long value);
 /* The index of a parameter by name, or -1. */
 int _hak_learned_find(const char *name);
 int _hak_learned_count(void);

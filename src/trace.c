@@ -122,7 +122,6 @@ static void *sampler_main(void *arg) {
     long ms = _hak_opt.trace_ms;
     struct timespec next = trace_t0;
     for (;;) {
-        write_row(false);
         next.tv_sec += ms / 1000;
         next.tv_nsec += (ms % 1000) * 1000000L;
         if (next.tv_nsec >= 1000000000L) next.tv_sec++, next.tv_nsec -= 1000000000L;
@@ -131,6 +130,7 @@ static void *sampler_main(void *arg) {
         if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec))
             next = now;                   /* fell behind (a stopped process): no burst of rows */
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR) {}
+        write_row(false);
     }
     return NULL;
 }
@@ -189,6 +189,9 @@ __attribute__((constructor)) static void trace_at_load(void) {
         l.b[l.n] = 0;
         setenv("HAKMEM_TRACE_OWNER", l.b, 1);
     }
+    /* the first row is written here, not by the sampler: a program that ends with _exit
+     * (dash does) before the sampler first runs still leaves one */
+    write_row(false);
     /* the thread must not take the program's signals: it starts with all of them blocked */
     sigset_t all, old;
     sigfillset(&all);

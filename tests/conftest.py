@@ -41,6 +41,9 @@ STRESS_LONG = os.path.join(BUILD, "stress", "stress_long")          # fuzz/fuzz.
 FUZZ_DIR = os.path.join(BUILD, "fuzz")                              # fuzz/fuzz.mk
 BENCH_DIR = os.path.join(BUILD, "bench")                            # bench/bench.mk
 SYSTEM_MODE = os.environ.get("HAKMEM_TEST_SYSTEM", "") == "1"
+# Where HAKMEM_LEARN=balanced (the default) starts the options it adapts (src/learn.c,
+# objectives[]): a program that sets none of them reads these, not the options' defaults.
+LEARN_START = {"PURGE_DELAY_MS": 100, "DIRTY_MAX_MB": 8}
 
 # How a C test program is run: under LD_PRELOAD, or its statically linked variant.
 VARIANTS = ["preload", "static"]

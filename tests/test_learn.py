@@ -9,13 +9,14 @@ import re
 
 import pytest
 
-from conftest import SYSTEM_MODE, assert_checks_passed, run_program
+from conftest import LEARN_START, SYSTEM_MODE, assert_checks_passed, run_program
 
 pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem's learning layer")
 
 # The objectives' starting points (src/learn.c, objectives[]; `off`: the options' defaults).
-START = {"off": (500, 32), "balanced": (500, 32), "speed": (1000, 128), "memory": (200, 16)}
+START = {"off": (500, 32), "speed": (1000, 128), "memory": (50, 8),
+         "balanced": (LEARN_START["PURGE_DELAY_MS"], LEARN_START["DIRTY_MAX_MB"])}
 LINE = re.compile(r"^(start|end) purge_delay_ms=(\d+) dirty_max_mb=(\d+)(?: changes=(\d+))?$", re.M)
 
 
@@ -33,13 +34,16 @@ def scenario(learn, args, variant="preload", env=None):
 
 
 def steps(a, b):
-    """How many doublings or halvings lead from a to b (the learner's only moves)."""
-    return abs(round(math.log2(b / a)))
+    """How many doublings or halvings lead from a to b (the learner moves by doublings and
+    halvings; one step up may double the cap more than once; the last step may stop at a
+    bound short of a whole doubling)."""
+    return math.ceil(abs(math.log2(b / a)) - 1e-9)
 
 
 def assert_monotone(start, end, changes):
-    """Every change moved its parameter the same way: the count is the distance."""
-    assert changes == steps(start[0], end[0]) + steps(start[1], end[1]), (start, end, changes)
+    """No change was undone: a parameter that went up and back down would need more
+    changes than the distance it covered."""
+    assert 0 < changes <= steps(start[0], end[0]) + steps(start[1], end[1]), (start, end, changes)
 
 
 THREAD = {"preload": ["--thread"], "static": []}   # static: no purge thread, slow paths decide
@@ -65,9 +69,11 @@ def test_balanced_keeps_more_when_purged_memory_comes_back(variant):
 
 @pytest.mark.parametrize("variant", ["preload", "static"])
 def test_balanced_returns_sooner_what_nobody_takes_back(variant):
+    """burst: balanced starts low already; purged memory nobody takes back lowers the delay
+    (the cap is at its floor) and never raises anything."""
     start, end, changes = scenario("balanced", ["burst", *THREAD[variant]], variant)
     assert start == START["balanced"]
-    assert end[0] < start[0] and end[1] < start[1], end
+    assert end[0] < start[0] and end[1] <= start[1], end
     assert_monotone(start, end, changes)
 
 

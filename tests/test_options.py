@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "opt
 from options_common import (LIB_SO, ROOT, build_prog, build_tool, clean_env,  # noqa: E402
                             gen_doc_module, hakmem_lines, load_options,
                             parse_options_table, run)
-from conftest import SYSTEM_MODE  # noqa: E402
+from conftest import LEARN_START, SYSTEM_MODE  # noqa: E402
 
 pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
@@ -33,6 +33,12 @@ def probe(env_vars, names=()):
     lines = r.stdout.splitlines()
     assert lines[0] == "allocator: hakmem" and lines[-1] == "ok", (line, r.stdout)
     return r
+
+
+def unset_value(o):
+    """What a program that does not set option o reads: its default, or where the default
+    objective (HAKMEM_LEARN=balanced) adapts it, the objective's starting point."""
+    return str(LEARN_START.get(o.name, o.default))
 
 
 def probe_values(r):
@@ -82,7 +88,8 @@ def test_doc_generator_reads_the_table_as_the_library_does():
         value, default, accepts = printed[o.var]
         assert default == o.default_text(), (o.var, default, o.default_text())
         assert accepts == o.accepts(), (o.var, accepts, o.accepts())
-        assert value == default, "%s: value %s without any HAKMEM_* set" % (o.var, value)
+        want = default if o.name not in LEARN_START else unset_value(o)
+        assert value == want, "%s: value %s without any HAKMEM_* set" % (o.var, value)
 
 
 def test_doc_generator_modes(tmp_path):
@@ -120,7 +127,7 @@ def test_bad_value_warns_once_and_keeps_the_default(name, value):
         o.var, value, r.stderr)
     assert "%s=%s" % (o.var, value) in lines[0], lines[0]
     assert "accepts %s" % o.accepts() in lines[0], lines[0]
-    assert probe_values(r)[name] == str(o.default), "the default is not kept: " + r.stdout
+    assert probe_values(r)[name] == unset_value(o), "the default is not kept: " + r.stdout
 
 
 def test_two_bad_values_two_warnings():
@@ -155,13 +162,17 @@ def test_no_variables_no_output():
     assert hakmem_lines(r.stderr) == [], r.stderr
     values = probe_values(r)
     for o in TABLE:
-        assert values[o.name] == str(o.default), (o.name, values[o.name])
+        assert values[o.name] == unset_value(o), (o.name, values[o.name])
+    values = probe_values(probe({"HAKMEM_LEARN": "off"}, [o.name for o in TABLE]))
+    for o in TABLE:                       # the fixed policy: every option at its default
+        want = "0" if o.name == "LEARN" else str(o.default)
+        assert values[o.name] == want, (o.name, values[o.name])
 
 
 def test_empty_value_counts_as_unset():
     r = probe({"HAKMEM_PURGE_DELAY_MS": ""}, ["PURGE_DELAY_MS"])
     assert hakmem_lines(r.stderr) == [], r.stderr
-    assert probe_values(r)["PURGE_DELAY_MS"] == str(BY_NAME["PURGE_DELAY_MS"].default)
+    assert probe_values(r)["PURGE_DELAY_MS"] == unset_value(BY_NAME["PURGE_DELAY_MS"])
 
 
 # ---- `hakmem options` -------------------------------------------------------------------

@@ -2,15 +2,19 @@
 HAKMEM_STATS=1 report of a real program at exit, and glibc's introspection calls answered
 by hakmem when it is preloaded."""
 import os
+import re
 import subprocess
 
 from conftest import LIB_SO, assert_checks_passed, built, ensure_built
 
 
 def test_counts_are_consistent():
-    """tests/stats/stats_check.c on the hak_* API (libhakmem_api.a)."""
+    """tests/stats/stats_check.c on the hak_* API (libhakmem_api.a), under the fixed policy
+    (HAKMEM_LEARN=off): the caches it counts keep their built-in depths and no parameter
+    moves unless the program sets it."""
     exe = built("stats/stats_check")
-    r = subprocess.run([exe], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, HAKMEM_LEARN="off"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert_checks_passed(r, "stats_check")
 
@@ -29,7 +33,7 @@ def test_stats_at_exit_of_a_real_program(tmp_path):
     assert r.returncode == 0 and r.stdout == plain.stdout
     assert "hakmem statistics" in r.stderr and "tiny" in r.stderr and "memory: mapped" in r.stderr
     # the learned parameters with their change counts, and the free memory hakmem keeps
-    assert "learned parameters: purge_delay_ms 500 (0 changes)" in r.stderr, r.stderr
+    assert re.search(r"learned parameters: purge_delay_ms \d+ \(\d+ changes?\)", r.stderr), r.stderr
     assert "free memory kept: thread caches" in r.stderr, r.stderr
     f = tmp_path / "stats.txt"
     env["HAKMEM_STATS_FILE"] = str(f)

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "options"))
 from options_common import (LIB_SO, build_prog, build_tool, clean_env,  # noqa: E402
                             hakmem_lines, header_version, parse_options_table, run)
-from conftest import SYSTEM_MODE, python_exe  # noqa: E402
+from conftest import LEARN_START, SYSTEM_MODE, python_exe  # noqa: E402
 
 pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
@@ -365,7 +365,7 @@ def test_run_trace_writes_a_csv_and_a_picture(tool, tmp_path):
     rss, in_use = head.index("rss"), head.index("in_use")
     assert max(row[rss] for row in rows) > 40 << 20, "the 40 MiB phases do not show"
     assert max(row[in_use] for row in rows) > 30 << 20, "the blocks in use do not show"
-    assert rows[0][head.index("learned.purge_delay_ms")] == 500
+    assert rows[0][head.index("learned.purge_delay_ms")] == LEARN_START["PURGE_DELAY_MS"]
     if _matplotlib_python() is None:
         assert "python3-matplotlib" in r.stderr, r.stderr
         pytest.skip("matplotlib is not installed and could not be installed "

@@ -1,21 +1,23 @@
 /* Thread-cache depth under the learning layer (heap.c, "thread-cache depth"; learn.c): a
  * class that refills after a flush doubles its depth up to the objective's maximum, never
- * past it; housekeeping sends an idle class's blocks home and puts its depth back to the
- * base; under the fixed policy (100/100) the depth never moves. Runs on the hak_* API. */
+ * past it; a drain (flush after flush) halves it down to the floor; housekeeping sends an
+ * idle class's blocks home and puts its depth back to the base; under the fixed policy
+ * (100/100/100) the depth never moves. Runs on the hak_* API. */
 #include "internals.h"
 #include "../helpers/check.h"
 
 enum { BS = 64, N = 4096 };
 static void *b[N];
 
-/* Fills and empties the cache of BS's class `rounds` times: N blocks taken, N given back. */
-static void churn(int rounds) {
+/* `rounds` times: n blocks of BS's class taken, then the n given back (a swing of n). */
+static void churn(int rounds, uint32_t n) {
+    REQUIRE(n <= N);
     for (int r = 0; r < rounds; r++) {
-        for (int i = 0; i < N; i++) {
+        for (uint32_t i = 0; i < n; i++) {
             REQUIRE((b[i] = hak_malloc(BS)) != NULL);
             memset(b[i], r, BS);
         }
-        for (int i = 0; i < N; i++) {
+        for (uint32_t i = 0; i < n; i++) {
             CHECK(((unsigned char *)b[i])[BS - 1] == (unsigned char)r);
             hak_free(b[i]);
         }
@@ -29,21 +31,27 @@ int main(void) {
     hak_tcache_t *tc = &h->tc[c];
     uint32_t base = _hak_class_cap[c];
 
-    _hak_heap_set_cache_policy(100, 100);            /* the fixed policy */
-    churn(4);
+    _hak_heap_set_cache_policy(100, 100, 0, 100, 0);    /* the fixed policy */
+    churn(4, N);
+    churn(4, base * 3 / 2);
     CHECK(tc->cap == base, "fixed policy: depth %u, built-in %u", tc->cap, base);
 
-    _hak_heap_set_cache_policy(100, 400);            /* balanced and speed */
-    churn(1);
-    CHECK(tc->cap > base, "depth %u did not grow after refills that followed flushes", tc->cap);
-    churn(8);
-    CHECK(tc->cap == 4 * base, "depth %u after many rounds, maximum %u", tc->cap, 4 * base);
+    /* swings of 1.5 x the depth: it doubles once and then holds them (no flush, no drain) */
+    _hak_heap_set_cache_policy(100, 100, 0, 400, 1 << 20);   /* speed */
+    churn(6, base * 3 / 2);
+    CHECK(tc->cap >= 2 * base && tc->cap <= 4 * base, "depth %u after swings of %u (built-in %u)",
+          tc->cap, base * 3 / 2, base);
+    uint64_t flushes = h->st.flushes[c];
+    churn(4, base * 3 / 2);
+    CHECK(h->st.flushes[c] == flushes, "swings that fit flushed %llu times",
+          (unsigned long long)(h->st.flushes[c] - flushes));
     CHECK(hak_tc_count(tc) > 0, "the cache holds nothing after frees");
+    uint32_t grown = tc->cap;
 
     hak_stats_t st0, st1;
     hak_stats_get(&st0);
     _hak_heap_housekeep(h, true);                    /* the class was used: it stays */
-    CHECK(tc->cap == 4 * base && tc->head != NULL);
+    CHECK(tc->cap == grown && tc->head != NULL);
     _hak_heap_housekeep(h, true);                    /* idle since: home, and base depth */
     hak_stats_get(&st1);
     CHECK(tc->head == NULL && hak_tc_count(tc) == 0, "an idle class kept %u blocks",
@@ -51,11 +59,26 @@ int main(void) {
     CHECK(tc->cap == base, "idle class at depth %u, base %u", tc->cap, base);
     CHECK(st1.purged > st0.purged, "housekeeping with pages purged nothing");
 
-    _hak_heap_set_cache_policy(25, 100);             /* memory: a quarter, up to the built-in */
+    _hak_heap_set_cache_policy(25, 25, 0, 100, 0);   /* memory: a quarter, up to the built-in */
     _hak_heap_housekeep(h, false);
     _hak_heap_housekeep(h, false);
     CHECK(tc->cap == base / 4, "memory's base: depth %u, want %u", tc->cap, base / 4);
-    churn(8);
+    churn(6, base / 2);
     CHECK(tc->cap <= base && tc->cap > base / 4, "memory: depth %u (base %u)", tc->cap, base / 4);
+
+    /* a drain: N blocks taken and given back, many flushes with no refill between — the
+     * depth halves per flush down to the floor, and little stays cached at the end */
+    _hak_heap_set_cache_policy(12, 100, 0, 400, 1 << 20);  /* balanced */
+    _hak_heap_housekeep(h, false);
+    _hak_heap_housekeep(h, false);                   /* back at the base depth */
+    churn(6, base * 3 / 2);
+    uint32_t before = tc->cap;
+    churn(1, N);
+    uint32_t low = base * 12 / 100;
+    CHECK(before > base && tc->cap == low, "after a drain: depth %u (was %u, floor %u)",
+          tc->cap, before, low);
+    CHECK(hak_tc_count(tc) <= low, "%u blocks cached after a drain", (unsigned)hak_tc_count(tc));
+    churn(6, low * 3 / 2);                           /* cycling again: it grows back */
+    CHECK(tc->cap >= 2 * low, "depth %u did not grow back", tc->cap);
     CHECK_DONE("unit_learn");
 }
