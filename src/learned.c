@@ -59,18 +59,22 @@ static void observe(learned_t *e, long v) {
         atomic_fetch_add_explicit(&e->changes, 1, memory_order_relaxed);
 }
 
-void _hak_learned_set(int i, long value) {
-    if (i < 0 || i >= _hak_learned_count()) return;
+/* Writes parameter i's field; NULL when there is no parameter i. */
+static learned_t *write_value(int i, long value) {
+    if (i < 0 || i >= _hak_learned_count()) return NULL;
     learned_t *e = &table[i];
     __atomic_store_n(atomic_load_explicit(&e->field, memory_order_acquire), value, __ATOMIC_RELAXED);
-    observe(e, value);
+    return e;
+}
+
+void _hak_learned_set(int i, long value) {
+    learned_t *e = write_value(i, value);
+    if (e != NULL) observe(e, value);
 }
 
 void _hak_learned_start(int i, long value) {
-    if (i < 0 || i >= _hak_learned_count()) return;
-    learned_t *e = &table[i];
-    __atomic_store_n(atomic_load_explicit(&e->field, memory_order_acquire), value, __ATOMIC_RELAXED);
-    atomic_store_explicit(&e->seen, value, memory_order_relaxed);
+    learned_t *e = write_value(i, value);
+    if (e != NULL) atomic_store_explicit(&e->seen, value, memory_order_relaxed);
 }
 
 HAK_EXPORT int hak_learned_get(int i, const char **name, long *value, unsigned long long *changes) {
