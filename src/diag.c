@@ -47,6 +47,7 @@ static const char *const problems[] = {
     [HAK_ERR_USE_AFTER_FREE] = "write to freed memory (fill pattern damaged)",
     [HAK_ERR_LINK_DAMAGED] = "write to freed memory (its free-list link damaged)",
     [HAK_ERR_CORRUPT] = "a free list of hakmem's is damaged (a write to freed memory, or a block freed twice)",
+    [HAK_ERR_NOT_ZERO] = "calloc memory hakmem took as zero is not (hakmem's own error)",
 };
 
 SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t size) {

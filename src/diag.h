@@ -5,7 +5,8 @@
 #include "internal.h"
 
 enum { HAK_ERR_FOREIGN = 1, HAK_ERR_NOT_LIVE, HAK_ERR_INTERIOR, HAK_ERR_DOUBLE_FREE,
-       HAK_ERR_OVERRUN, HAK_ERR_USE_AFTER_FREE, HAK_ERR_CORRUPT, HAK_ERR_LINK_DAMAGED };
+       HAK_ERR_OVERRUN, HAK_ERR_USE_AFTER_FREE, HAK_ERR_CORRUPT, HAK_ERR_LINK_DAMAGED,
+       HAK_ERR_NOT_ZERO };
 /* One line on stderr ("hakmem: free(0x...): double free ..."), then abort unless
  * HAKMEM_ON_ERROR=warn. size 0: unknown. func NULL: found on a slow path, not in a call of
  * the program's ("hakmem: block 0x...: ..."). */

@@ -356,6 +356,19 @@ static SLOW_PATH void *late_refill(size_t c, size_t n, bool *zero) {
     return b;
 }
 
+/* Where checks are on (the debug build, checked mode) the proof is verified: issue 8 was a
+ * wrong one. Under HAKMEM_ON_ERROR=warn the block is cleared and the program goes on. */
+static SLOW_PATH void verify_zero(void *b, size_t n) {
+    const unsigned char *p = b;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != 0) {
+            _hak_report("calloc", HAK_ERR_NOT_ZERO, b, n);
+            memset(b, 0, n);
+            return;
+        }
+    }
+}
+
 /* A calloc'd block is zeroed here unless the refill proved it untouched since the kernel
  * zeroed it — and that proof stays in this frame: anything that runs after the block is
  * chosen may allocate and run a refill of its own (issue 8: pthread_create of the purge
@@ -374,6 +387,7 @@ void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
         hak_unlock(&h->lock);
     }
     if (b != NULL && clear && !zero) memset(b, 0, n);     /* (word 1, the key, is clear) */
+    if (b != NULL && clear && zero && (HAKMEM_DEBUG || unlikely(_hak_opt.check))) verify_zero(b, n);
     return b;
 }
 
