@@ -169,6 +169,17 @@ def _cells():
                   quick={"ops": "1M"}, full={"ops": "4M"}, smoke={"ops": "20k"},
                   instr=({"ops": "200k"}, {"ops": "50k"}),
                   what="producer/consumer, every free remote"))
+    # glibc's benchtests/bench-malloc-simple, single-threaded case: a small batch (all in any
+    # thread cache) and a large one (refills and flushes), sizes 8-4096 B.
+    for batch, quick in ((25, "20M"), (1600, "10M")):
+        c.append(Cell("glibc_simple_%d" % batch, "glibc_simple", {"batch": batch, "seed": 42},
+                      quick={"ops": quick}, full={"ops": "40M"}, smoke={"ops": "100k"},
+                      instr=({"ops": "400k"}, {"ops": "100k"}),
+                      what="batches of %d blocks of 8-4096 B, freed in allocation order" % batch))
+    for t in (4, 8):
+        c.append(Cell("shared_mt_%dT" % t, "shared_mt", {"threads": t},
+                      quick={"ops": "8M"}, full={"ops": "32M"}, smoke={"ops": "40k"},
+                      what="random 16-1024 B, 256 live per thread, 1 in 64 handed over, %d threads" % t))
     c.append(Cell("large", "large", {},
                   quick={"ops": "5000"}, full={"ops": "20000"}, smoke={"ops": "300"},
                   what="64 KiB-4 MiB with realloc growth"))

@@ -224,7 +224,8 @@ def test_cells_are_consistent():
     for want in ("random_mixed_128", "random_mixed_256", "random_mixed_512", "random_mixed_4096",
                  "tiny_hot_16", "tiny_hot_64", "fixed_size_256", "larson_1T", "larson_2T",
                  "larson_4T", "mid_large_mt_1T", "mid_large_mt_2T", "mid_large_mt_4T", "pool",
-                 "xthread", "large", "memory", "thread_churn"):
+                 "xthread", "large", "memory", "thread_churn", "glibc_simple_25",
+                 "glibc_simple_1600", "shared_mt_4T", "shared_mt_8T"):
         assert want in names
 
 
@@ -402,7 +403,8 @@ def test_pgo_training_cells():
     for alt in m.group(1).split("|"):
         assert run.select_cells(["^" + alt]), "%s matches no cell of bench/run.py" % alt
     chosen = {c.name for c in run.select_cells([regex])}
-    timed = {c.name for c in run.CELLS if c.prog in ("larson", "xthread", "thread_churn", "large", "memory")
+    timed = {c.name for c in run.CELLS if c.prog in ("larson", "xthread", "thread_churn", "large", "memory",
+                                                  "shared_mt")
              or (c.prog == "mid_large_mt" and c.args.get("threads", 1) > 1)}
     assert chosen and not chosen & timed, chosen & timed
 
