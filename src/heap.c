@@ -408,8 +408,9 @@ SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     return found;
 }
 
-/* A block goes home to its span (the owner's own, so no atomics). */
-static void return_block(hak_heap_t *h, void *b) {
+/* A block goes home to its span (the owner's own, so no atomics); true when that emptied the
+ * span and it went back to the pool. */
+static bool return_block(hak_heap_t *h, void *b) {
     hak_span_t *s = hak_span_of(hak_ss_of(b), b);
     hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
     *(void **)b = s->free;
@@ -426,7 +427,9 @@ static void return_block(hak_heap_t *h, void *b) {
     if (s->used == 0 && s->list == SPAN_PARTIAL) {
         list_remove(&bin->partial, s);
         span_release(s);
+        return true;
     }
+    return false;
 }
 
 /* A free found its span abandoned (its thread exited): the freeing thread takes it over,
@@ -466,11 +469,22 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
 
 /* Could b be a block of tc's class in one of h's spans? A cached block's link is its first
  * word, which a use after free may have overwritten: the flush checks each block before it
- * touches it, so a damaged link ends in a report, not a wild write. */
-static bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, void *b) {
-    if (hak_chunk_kind((uintptr_t)b) != HAK_CHUNK_SS) return false;
-    hak_unit_t *u = hak_unit_of(hak_ss_of(b), b);
-    return hak_block_start(u, b) && relaxed_load(&u->owner) == h && u->tc == tc;
+ * touches it, so a damaged link ends in a report, not a wild write. The unit last vouched
+ * for is remembered (a class's cached blocks come mostly from a few spans), so most checks
+ * are the block-start multiplication alone; a span that goes back to the pool is
+ * forgotten (return_block). */
+typedef struct { uintptr_t key; hak_unit_t *u; } unit_memo_t;
+
+static inline bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b) {
+    uintptr_t key = (uintptr_t)b >> HAK_UNIT_SHIFT;
+    if (key != m->key) {
+        if (hak_chunk_kind((uintptr_t)b) != HAK_CHUNK_SS) return false;
+        hak_unit_t *u = hak_unit_of(hak_ss_of(b), b);
+        if (relaxed_load(&u->owner) != h || u->tc != tc) return false;
+        m->key = key;
+        m->u = u;
+    }
+    return hak_block_start(m->u, b);
 }
 
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
@@ -480,8 +494,9 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     uint32_t count = hak_tc_count(tc);
     void *b = tc->head, *prev = NULL;
     uint32_t i = 0;
+    unit_memo_t memo = { 0, NULL };
     for (; i < keep && b != NULL; i++) {
-        if (unlikely(!cached_ok(h, tc, b))) break;
+        if (unlikely(!cached_ok(h, tc, &memo, b))) break;
         prev = b;
         b = *(void **)b;
     }
@@ -493,13 +508,13 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     hak_lock(&h->lock);
     h->slow_ticks++;
     for (; b != NULL; i++) {
-        if (unlikely(i >= count || !cached_ok(h, tc, b))) {
+        if (unlikely(i >= count || !cached_ok(h, tc, &memo, b))) {
             /* warn: the blocks past a damaged link stay out of use */
             _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
             break;
         }
         void *next = *(void **)b;
-        return_block(h, b);
+        if (return_block(h, b)) memo.key = 0;          /* its span went back to the pool */
         b = next;
     }
     hak_unlock(&h->lock);
