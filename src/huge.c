@@ -29,9 +29,10 @@
  * block's resident tail only within the budget. So held is within the budget after every
  * call, never above 2 × HAKMEM_BIGCACHE_MB, and the resident memory of huge blocks within
  * their payloads (each rounded up to its last 2 MiB chunk) plus held. A mapping larger
- * than a quarter of HAKMEM_BIGCACHE_MB is cached only while the program reuses its size:
- * two of the last eight huge allocations needed between half of it and all of it (a
- * block freed once, never to come again, does not push out what the cache holds). With
+ * than a quarter of HAKMEM_BIGCACHE_MB is cached where it fits the budget beside what the
+ * cache holds, and otherwise only while the program reuses its size: two of the last
+ * eight huge allocations needed between half of it and all of it (a block freed once,
+ * never to come again, does not push out what the cache holds). With
  * HAKMEM_BIGCACHE_MB=0 nothing is cached and no slack kept. Cached mappings are purged
  * once unused for the purge delay (by the purge thread, or the next huge call) and all
  * unmapped by malloc_trim; tests/api/huge_loop_rss.c checks the bound and both. */
@@ -116,6 +117,7 @@ static size_t budget(uint64_t now) {
 static bool admit(size_t maplen, size_t limit) {
     if (maplen > limit) return false;
     if (maplen <= ((size_t)_hak_opt.bigcache_mb << 20) / 4) return true;
+    if (cache_bytes + slack_bytes + maplen <= limit) return true;    /* pushes nothing out */
     int reused = 0;
     for (int i = 0; i < RECENT; i++)
         reused += recent_need[i] <= maplen && recent_need[i] >= maplen / 2;

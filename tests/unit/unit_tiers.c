@@ -163,6 +163,24 @@ int main(void) {
     }
     hak_trim(0);
 
+    /* Admission: a mapping above a quarter of the BigCache enters it on its first free when
+     * it pushes nothing out (an empty cache), so a loop over such blocks faults its memory
+     * in once, not once per block until the size has been seen twice. */
+    {
+        hak_stats_t st;
+        hak_stats_get(&st);
+        unsigned long long hits = st.bigcache_hits;
+        void *p = hak_malloc(56u << 20);           /* a size not seen before */
+        memset(p, 1, 4096);
+        hak_free(p);
+        void *q = hak_malloc(56u << 20);
+        hak_stats_get(&st);
+        CHECK(q == p && st.bigcache_hits == hits + 1,
+              "a 56 MiB block freed into an empty BigCache was not kept (%p, %p)", p, q);
+        hak_free(q);
+        hak_trim(0);
+    }
+
     /* calloc of reused huge and large memory is zero */
     for (int r = 0; r < 3; r++) {
         size_t sz[] = { 100, 5000, 300000, 3 * HAK_LARGE_MAX };
