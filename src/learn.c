@@ -46,12 +46,13 @@ typedef struct {
     unsigned tc_floor, tc_base, tc_max;          /* thread-cache depth, % of built-in */
     size_t tc_base_bytes, tc_grow;               /* base within this; past built-in within */
     bool pages;                                  /* housekeeping gives pages back */
+    uint64_t up_rate;                            /* refaulted bytes a second worth keeping more */
 } objective_t;
 
 static const objective_t objectives[4] = {
-    [SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20, false },
-    [BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10, 128 << 10, true },
-    [MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0, true },
+    [SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20, false,           0 },
+    [BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10, 128 << 10, true, 160ull << 20 },
+    [MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0, true,   UINT64_MAX },
 };
 
 #define MIB ((uint64_t)1 << 20)
@@ -66,6 +67,9 @@ static pthread_mutex_t tick_lock = HAK_LOCK_INIT;
 static _Atomic uint64_t next_tick_ms;
 static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below */
 static uint64_t pending, pending_since;           /* purged, not (yet) taken back */
+#define RATE_TICKS 10                             /* refaults of the last ticks (a second) */
+static uint64_t rate_ms[RATE_TICKS], rate_bytes[RATE_TICKS];
+static unsigned rate_next;
 static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 void _hak_learn_init(void) {
@@ -120,7 +124,16 @@ void _hak_learn_tick(uint64_t now) {
         last_refaulted = refaulted;
         if (dr >= MIB) {                              /* purged, and wanted back */
             pending = 0;
-            if (dr * 4 >= dp && mode != MEMORY) step(true, (long)(2 * dr / MIB));  /* keep more */
+            /* keep more where refaults cost the objective enough: what came back within the
+             * last second, against the objective's rate (balanced: 160 MiB/s, some 40 ms of
+             * page faults and zeroing a second, ~4% of a core; a program that frees a phase
+             * and takes it back once per phase refaults less and keeps purging) */
+            rate_ms[rate_next % RATE_TICKS] = now;
+            rate_bytes[rate_next++ % RATE_TICKS] = dr;
+            uint64_t second = 0;
+            for (unsigned k = 0; k < RATE_TICKS; k++)
+                if (now - rate_ms[k] < HAK_REFAULT_WINDOW_MS) second += rate_bytes[k];
+            if (dr * 4 >= dp && second >= obj->up_rate) step(true, (long)(2 * dr / MIB));
         } else {
             if (dp > 0 && pending == 0) pending_since = now;
             pending += dp;
