@@ -239,8 +239,23 @@ HAK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
     return hak_realloc(p, total);
 }
 
+/* The block p of class c, just taken, lacks the alignment: it is a coloured span's
+ * (superslab.c, "Colours"). It goes back, and an aligned one comes from heap.c. */
+static SLOW_PATH void *aligned_retry(size_t c, size_t align, size_t n, void *p) {
+    hak_free(p);
+    hak_heap_t *h = _hak_thread_heap;
+    if (h == &_hak_empty_heap) return huge_alloc(n, align, false);   /* past the thread's exit */
+    void *b = _hak_heap_alloc_aligned(h, c, align);
+    for (int step = 0; b == NULL && _hak_policy_try_harder(step); step++)
+        b = _hak_heap_alloc_aligned(h, c, align);
+    if (b == NULL) _hak_policy_out_of_memory(n);
+    return b;
+}
+
 /* Alignment is a power of two here. Up to 64 KiB it is served from a class whose blocks
- * all have it (see size_class.c); beyond that, or for huge sizes, by the huge tier. */
+ * all have it in an uncoloured span (see size_class.c; a block of a coloured span has 64
+ * bytes, and a request for more that gets one takes another); beyond that, or for huge
+ * sizes, by the huge tier. */
 static void *alloc_aligned(size_t align, size_t n) {
     if (align <= 16) return hak_malloc(n);
     if (n > HAK_LARGE_MAX || align > HAK_UNIT_SIZE) return huge_alloc(n, align, false);
@@ -249,7 +264,9 @@ static void *alloc_aligned(size_t align, size_t n) {
     size_t c = _hak_aligned_class[__builtin_ctzl(align)][hak_size_class(need)];
     if (c == 0xff) return huge_alloc(n, align, false);
     hak_heap_t *h = _hak_thread_heap;
-    return tc_pop(h, &h->tc[c], n);
+    void *p = tc_pop(h, &h->tc[c], n);
+    if (align <= HAK_COLOUR_STEP || p == NULL || ((uintptr_t)p & (align - 1)) == 0) return p;
+    return aligned_retry(c, align, n, p);
 }
 
 static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }

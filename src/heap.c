@@ -346,6 +346,81 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     }
 }
 
+/* ---- aligned blocks of coloured classes -------------------------------------------------
+ * A coloured span's blocks are aligned to 64 bytes only (superslab.c, "Colours"). An
+ * aligned request for more takes a block with that alignment from the tcache, or one
+ * block from the heap's current span of the class if that span is uncoloured, else from
+ * an uncoloured span on the partial list, else from a new uncoloured span, which becomes
+ * the current one (the span it replaces goes on the partial list). */
+
+static bool span_aligned(const hak_span_t *s, size_t align) {
+    return ((uintptr_t)s->start & (align - 1)) == 0;
+}
+
+static void *aligned_locked(hak_heap_t *h, size_t c, size_t align) {
+    hak_tcache_t *tc = &h->tc[c];
+    hak_bin_t *bin = &h->bins[c];
+    for (;;) {
+        hak_span_t *s = bin->cur;
+        if (s != NULL && span_aligned(s, align)) {
+            HAK_VALIDATE_SPAN(s);
+            hak_tcache_t one = { .cap = 0 };         /* takes exactly one block */
+            void *first;
+            bool zero;
+            if (_hak_span_fill(s, &one, 1, &first, &zero)) {
+                tc->moved++;                        /* in, and out again */
+                tc->nalloc++;
+                if (!zero) ((void **)first)[1] = NULL;
+                return first;
+            }
+            if (_hak_span_try_mark_full(s)) {
+                bin->cur = NULL;
+                s->list = SPAN_FULL;
+                list_push(&bin->full, s);
+            }
+            continue;
+        }
+        hak_span_t *a = bin->partial;
+        while (a != NULL && !span_aligned(a, align)) a = a->next;
+        if (a != NULL) {
+            list_remove(&bin->partial, a);
+        } else {
+            a = _hak_pool_acquire_plain(c, h, false);
+            if (a == NULL) {
+                _hak_heap_reclaim_all(RECLAIM_SPANS);
+                if ((a = _hak_pool_acquire_plain(c, h, true)) == NULL) return NULL;
+            }
+            if (HAK_TRACK_FREE) _hak_freemap_reset(a);
+        }
+        if (s != NULL) {
+            s->list = SPAN_PARTIAL;
+            list_push(&bin->partial, s);
+        }
+        a->list = SPAN_CUR;
+        bin->cur = a;
+    }
+}
+
+void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t c, size_t align) {
+    hak_tcache_t *tc = &h->tc[c];
+    uint32_t n = hak_tc_count(tc);
+    void **link = &tc->head;
+    for (void *b = tc->head; b != NULL && n-- > 0; link = (void **)b, b = *(void **)b) {
+        if (((uintptr_t)b & (align - 1)) != 0) continue;
+        *link = *(void **)b;                       /* out of the cache, as hak_tc_take */
+        tc->room++;
+        tc->nalloc++;
+        HAK_DEBUG_HANDOUT(b);
+        ((void **)b)[1] = NULL;
+        return b;
+    }
+    hak_lock(&h->lock);
+    h->slow_ticks++;
+    void *b = aligned_locked(h, c, align);
+    hak_unlock(&h->lock);
+    return b;
+}
+
 /* A malloc on a thread past its exit: one block from the late heap. */
 static SLOW_PATH void *late_refill(size_t c, size_t n, bool *zero) {
     hak_heap_t *h = late_heap_get();

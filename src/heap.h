@@ -23,6 +23,10 @@ FAST_PATH void *hak_tc_take(hak_tcache_t *tc) {
 /* The slow path of malloc (clear = false) and calloc (clear = true) for class cls: sets up
  * the thread's heap on its first call. NULL: no memory (errno untouched). */
 void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n, bool clear);
+/* A block of class cls aligned to align (> HAK_COLOUR_STEP, and the class's blocks of an
+ * uncoloured span have it): from the tcache, else from an uncoloured span of the heap.
+ * NULL: no memory. h is a thread's own heap. */
+void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t cls, size_t align);
 void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 void _hak_heap_flush_all(hak_heap_t *h);
 /* Reclaim: remote-freed blocks home, empty spans back to the pool; deep: the free pages of

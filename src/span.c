@@ -34,9 +34,10 @@ void _hak_span_validate(const hak_span_t *s) {
     hak_assert(s->bsize == _hak_class_size[s->cls] && s->units == _hak_class_units[s->cls]);
     hak_assert(s->start >= (char *)ss + (size_t)u * HAK_UNIT_SIZE &&
                s->start < (char *)ss + (size_t)u * HAK_UNIT_SIZE + s->bsize);
-    hak_assert(s->capacity == (uint32_t)((size_t)s->units * HAK_UNIT_SIZE / s->bsize));
+    uint32_t most = (uint32_t)((size_t)s->units * HAK_UNIT_SIZE / s->bsize);
+    hak_assert(s->capacity == most || (s->capacity == most - 1 && most > 2));   /* coloured */
     hak_assert(s->end == s->start + (size_t)s->capacity * s->bsize);
-    hak_assert(s->capacity == 1 || s->end == (char *)ss + (size_t)(u + s->units) * HAK_UNIT_SIZE);
+    hak_assert(s->end <= (char *)ss + (size_t)(u + s->units) * HAK_UNIT_SIZE);
     hak_assert(s->bump >= s->start && s->bump <= s->end);
     uint32_t carved = (uint32_t)((size_t)(s->bump - s->start) / s->bsize);
     hak_assert(s->used + s->nfree + s->npurged <= carved);   /* remote blocks count in `used` */
@@ -81,14 +82,16 @@ typedef struct { uintptr_t start, len; uint64_t magic; } bounds_t;
 
 static inline bounds_t bounds_of(const hak_span_t *s) {
     return (bounds_t){ (uintptr_t)s->start, (uintptr_t)(s->bump - s->start),
-                       hak_unit_of(hak_ss_of(s), s->start)->div_magic };
+                       (uint64_t)0 - hak_unit_of(hak_ss_of(s), s->start)->div_magic };
 }
 
 /* b is a block of the span below its bump pointer: one compare for the range, one
- * multiplication for the block start (offsets fit 32 bits; see hak_block_start). */
+ * multiplication for the block start (offsets fit 32 bits; the multiplier M of
+ * hak_block_start maps block q, offset q * bsize from the start, to q * E, below the
+ * window for q < capacity, and any other offset past it). */
 static inline bool in_bounds(bounds_t k, const void *b) {
     uintptr_t off = (uintptr_t)b - k.start;
-    return off < k.len && (uint64_t)(uint32_t)off * k.magic < k.magic;
+    return off < k.len && (uint64_t)(uint32_t)off * k.magic < HAK_BLOCK_WINDOW;
 }
 
 static bool in_span(const hak_span_t *s, const void *b) { return in_bounds(bounds_of(s), b); }

@@ -277,7 +277,77 @@ static hak_superslab_t *pool_find(unsigned n, uint32_t *avail) {
     return ss;
 }
 
+/* ---- colours ---------------------------------------------------------------------------
+ * A mid-tier block size is a multiple of 256 bytes, and most are multiples of 4 KiB: with
+ * every span starting on a 64 KiB unit, the blocks of all spans would start at the same
+ * few offsets in a page, so their first lines (the free-list link and the double-free key,
+ * and whatever the program keeps at the start of a block) would all fall into the same few
+ * sets of the L1 and L2 caches and evict one another. So each mid-tier span starts its
+ * first block at its own colour: a multiple of 64 bytes below min(the lowest set bit of
+ * the block size, 4 KiB) — the offsets that the span's blocks do not already cover —
+ * taken in turn from a counter under the pool's lock. The colour comes out of the span's
+ * slack; where the slack is too short for all the colours, the span holds one block fewer
+ * (the bytes after the last block, up to a block and a page, are never touched, so they
+ * cost address space and at most the page they share with the last block). A coloured
+ * block is aligned to 64 bytes only; an aligned request that needs more takes a block of
+ * an uncoloured span of its class (heap.c, _hak_heap_alloc_aligned). Tiny and large
+ * spans, and every span in checked mode, are not coloured. */
+
+static uint32_t colour_seq;                 /* under the pool's lock */
+
+static uint32_t colour_range(uint32_t bsize) {
+    if (bsize <= HAK_TINY_MAX || bsize > HAK_MID_MAX || _hak_opt.check) return 0;
+    uint32_t low = bsize & -bsize;
+    return (low < HAK_PAGE ? low : HAK_PAGE) - HAK_COLOUR_STEP;
+}
+
+void _hak_span_layout(size_t cls, uint32_t seq, bool colour, uint32_t *capacity, uint32_t *front) {
+    uint32_t bsize = _hak_class_size[cls];
+    size_t bytes = (size_t)_hak_class_units[cls] * HAK_UNIT_SIZE;
+    uint32_t cap = (uint32_t)(bytes / bsize);
+    uint32_t slack = cap > 1 ? (uint32_t)(bytes - (size_t)cap * bsize) : 0;
+    uint32_t range = colour && cap > 1 ? colour_range(bsize) : 0;
+    if (range == 0) {                       /* the blocks end at the span's end */
+        *capacity = cap;
+        *front = slack;
+        return;
+    }
+    if (slack < range) {
+        cap--;
+        slack += bsize;
+    }
+    uint32_t ncol = (range < slack ? range : slack) / HAK_COLOUR_STEP + 1;
+    *capacity = cap;
+    *front = (seq % ncol) * HAK_COLOUR_STEP;
+}
+
+/* -M for the block-start test (types.h): M = ceil(2^64 / bsize) + delta, E = M * bsize mod
+ * 2^64 = E0 + delta * bsize, the least such E with (capacity + 1) * E >= the window; then
+ * capacity * E < the window (the window is wide enough for every class: capacity *
+ * (capacity + 1) * bsize <= 2^28 for the 16-byte class, less for the others), and for any
+ * z = q * bsize + r in a span, 0 < r < bsize, z * M mod 2^64 = q * E + r * M lies in
+ * [M, 2^64) (no wrap: (q + 1) * E < M), past the window. unit_colour checks every
+ * address of every layout. */
+uint64_t _hak_block_magic(uint32_t bsize, uint32_t capacity) {
+    uint64_t m = UINT64_MAX / bsize + 1;
+    uint64_t e0 = m * bsize;                                 /* mod 2^64: in [0, bsize) */
+    uint64_t lo = (HAK_BLOCK_WINDOW + capacity) / (capacity + 1);    /* ceil(W / (c + 1)) */
+    uint64_t delta = lo > e0 ? (lo - e0 + bsize - 1) / bsize : 0;
+    hak_assert((e0 + delta * bsize) * capacity < HAK_BLOCK_WINDOW);
+    return (uint64_t)0 - (m + delta);
+}
+
+static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, bool colour);
+
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
+    return pool_acquire(cls, owner, map_new, true);
+}
+
+hak_span_t *_hak_pool_acquire_plain(size_t cls, hak_heap_t *owner, bool map_new) {
+    return pool_acquire(cls, owner, map_new, false);
+}
+
+static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, bool colour) {
     unsigned n = _hak_class_units[cls];
     pool_take();
     uint32_t avail = 0;
@@ -320,19 +390,20 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     run_bin_set(ss, ss->free_mask == 0 ? 0 : longest_run(ss->free_mask));
     unsigned drun = ss->dirty_bin & (HAK_UNITS - 1);
     dirty_bin_set(ss, dirty != 0 ? longest_run(ss->free_mask & ss->dirty_mask) : drun);
-    /* Blocks end at the span's end (the slack comes first), except a span's single block,
-     * which starts at the span's start (types.h, hak_unit_t). */
-    uint32_t bsize = _hak_class_size[cls];
-    uint32_t capacity = (uint32_t)((size_t)n * HAK_UNIT_SIZE / bsize);
-    uint32_t slack = capacity > 1 ? (uint32_t)((size_t)n * HAK_UNIT_SIZE - (size_t)capacity * bsize) : 0;
+    /* The blocks start after the span's front gap: its slack (the blocks end at the span's
+     * end) or its colour; a span's single block starts at the span's start. */
+    uint32_t bsize = _hak_class_size[cls], capacity, front;
+    _hak_span_layout(cls, colour_seq, colour, &capacity, &front);
+    if (colour && colour_range(bsize) != 0) colour_seq++;
+    uint64_t magic = _hak_block_magic(bsize, capacity);
     for (unsigned k = (unsigned)u; k < (unsigned)u + n; k++) {
         hak_unit_t *d = &ss->unit[k];
         uint32_t in_span = (k - (unsigned)u) * (uint32_t)HAK_UNIT_SIZE;
         d->span = (uint8_t)u;
         d->cls = (uint8_t)cls;
         d->in_use = 1;
-        d->span_off = capacity > 1 ? in_span - slack + bsize : 0;
-        d->div_magic = capacity > 1 || k == (unsigned)u ? UINT64_MAX / bsize + 1 : 0;
+        d->span_off = in_span - front + bsize;
+        d->div_magic = capacity > 1 || k == (unsigned)u ? magic : 0;
     }
     maybe_purge();
     pool_unlock();
@@ -343,7 +414,7 @@ hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new) {
     s->units = (uint8_t)n;
     s->zero = zero;
     s->bsize = bs;
-    s->start = (char *)ss + (size_t)u * HAK_UNIT_SIZE + slack;
+    s->start = (char *)ss + (size_t)u * HAK_UNIT_SIZE + front;
     s->capacity = capacity;
     s->bump = s->start;
     s->end = s->start + (size_t)s->capacity * bs;

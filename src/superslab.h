@@ -14,13 +14,19 @@ FAST_PATH hak_unit_t *hak_unit_of(hak_superslab_t *ss, const void *p) {
 FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
     return &ss->spans[hak_unit_of(ss, p)->span];
 }
-/* Is p the start of a block of this unit's span? One multiplication tells whether the
- * offset is a multiple of the block size (Lemire's divisibility test; types.h says why no
- * bound is needed); a unit where no block starts has div_magic 0 and fails it. */
+/* Is p the start of a block of this unit's span? One multiplication and one compare with a
+ * constant (types.h, hak_unit_t): exact, bounds included; a unit where no block starts
+ * holds 0 and fails it. */
 FAST_PATH bool hak_block_start(const hak_unit_t *u, const void *p) {
     uint32_t off = ((uint32_t)(uintptr_t)p & (uint32_t)(HAK_UNIT_SIZE - 1)) + u->span_off;
-    return (uint64_t)off * u->div_magic < u->div_magic;
+    return (uint64_t)off * u->div_magic > (uint64_t)0 - HAK_BLOCK_WINDOW;
 }
+
+/* The slot's multiplier (-M) for blocks of bsize numbered 1..capacity (types.h). */
+uint64_t _hak_block_magic(uint32_t bsize, uint32_t capacity);
+/* Where the blocks of a span of class cls go: how many, and the front gap before the
+ * first (the span's slack, or with colour a colour picked by seq, superslab.c). */
+void _hak_span_layout(size_t cls, uint32_t seq, bool colour, uint32_t *capacity, uint32_t *front);
 
 /* The span's owner, in the span and in each of its units' slots (what free reads; in
  * checked mode the slots get HAK_CHECK_OWNER, so that every free takes the slow path). */
@@ -28,6 +34,9 @@ void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h);
 /* A span of class cls for owner from free units; with map_new, from a new superslab when
  * there are none. NULL: none (errno untouched). */
 hak_span_t *_hak_pool_acquire(size_t cls, hak_heap_t *owner, bool map_new);
+/* The same with colour false: the span's blocks keep the alignment of an uncoloured span
+ * (for aligned requests, heap.c). */
+hak_span_t *_hak_pool_acquire_plain(size_t cls, hak_heap_t *owner, bool map_new);
 void _hak_pool_release(hak_span_t *s);
 size_t _hak_pool_purge(bool all, bool unmap_all);   /* bytes returned to the OS */
 size_t _hak_pool_purge_tick(void);          /* purge what is due; bytes still dirty */

@@ -42,6 +42,12 @@
 #define HAK_SPAN_MAX_UNITS 15                                 /* of a span of several blocks */
 #define HAK_SPAN_PAGE_WORDS ((HAK_SPAN_MAX_UNITS * (HAK_UNIT_SIZE / HAK_PAGE) + 63) / 64)
 
+/* Span colouring (superslab.c, "Colours"): a mid-tier span's first block starts at a
+ * multiple of HAK_COLOUR_STEP that varies from span to span, below one page. */
+#define HAK_COLOUR_STEP 64
+/* The block-start test's window (superslab.h): a product below it, and above 0, passes. */
+#define HAK_BLOCK_WINDOW ((uint64_t)1 << 30)
+
 #define HAK_TINY_MAX    1024
 #define HAK_MID_MAX     (64 * 1024)
 #define HAK_LARGE_MAX   (1024 * 1024)
@@ -77,9 +83,9 @@ struct hak_span_s {
     uint8_t  units;                /* length in units */
     uint8_t  zero;                 /* memory past `bump` is known to be zero */
     uint32_t bsize;                /* block size */
-    char    *start;                /* first block */
+    char    *start;                /* first block: the span's start + its front gap */
     char    *bump;                 /* next never-used block */
-    char    *end;                  /* start + capacity * bsize */
+    char    *end;                  /* start + capacity * bsize (<= the span's end) */
     void    *free;                 /* local free list (owner-private) */
     uint32_t used;                 /* blocks out: in a tcache, with the user, or remote */
     uint32_t nfree;                /* blocks on `free` */
@@ -109,17 +115,20 @@ typedef struct hak_tcache_s {
  * a copy of its span's owner and of the address of the owner's tcache for the class, and
  * what it takes to tell a block's start from any other address in one multiplication.
  *
- * The block-start test: off = (p & 0xffff) + span_off is a multiple of the block size
- * exactly when p starts a block. A span of several blocks puts its slack (the bytes that
- * do not make a whole block) first, so its blocks end at the span's end, and span_off is
- * the unit's offset in the span minus the slack plus one block size: an address in the
- * slack then lies strictly between 0 and one block, and no address past the last block
- * exists in the span — no upper bound to test. A span of one block (large) starts it at
- * the span's start (its alignment) and tests only its first unit: the others have
- * div_magic 0, like a unit in no span, and no offset there passes. */
+ * The block-start test (superslab.h): with z = (p & 0xffff) + span_off, the unit's offset
+ * in the span minus the span's front gap plus one block size, p starts a block exactly
+ * when z = q * bsize for a block number q in 1..capacity. The slot holds -M, where M is
+ * bsize's divisibility multiplier (about 2^64 / bsize) nudged so that z * M mod 2^64 is
+ * q * E for such z, E chosen with capacity * E < HAK_BLOCK_WINDOW <= (capacity + 1) * E
+ * (_hak_block_magic), and at least M > the window for any other z in the span: so
+ * "z * M mod 2^64 lies in (0, window)" is one multiplication and one compare with a
+ * constant, and it bounds the blocks above too — a span may leave bytes after its last
+ * block (a coloured span does, superslab.c) and no address there passes. A span of one
+ * block (large) has it at z = bsize in its first unit; its other units, units in no span
+ * and the header unit hold 0, and 0 never passes. */
 typedef struct hak_unit_s {
     _Atomic(hak_heap_t *) owner;   /* the span's owner (all units of a span agree) */
-    uint64_t div_magic;            /* floor((2^64-1)/bsize)+1; 0: no block starts here */
+    uint64_t div_magic;            /* -M (see above); 0: no block starts here */
     hak_tcache_t *tc;              /* &owner->tc[cls] (NULL with no owner) */
     uint32_t span_off;             /* see above */
     uint8_t  span;                 /* first unit of the span */
