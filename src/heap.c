@@ -283,6 +283,16 @@ static void abandon(hak_span_t *s) {
 
 /* ---- refill and flush ------------------------------------------------------------------ */
 
+/* The current span has every block out: it goes on the full list, unless a remote free
+ * just arrived (the caller then tries it again). */
+static void park_full(hak_bin_t *bin, hak_span_t *s) {
+    if (_hak_span_try_mark_full(s)) {
+        bin->cur = NULL;
+        s->list = SPAN_FULL;
+        list_push(&bin->full, s);
+    }
+}
+
 /* *zero: the block returned is untouched memory of a span known to be zero. */
 static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     hak_tcache_t *tc = &h->tc[c];
@@ -321,12 +331,7 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
                 if (!*zero) ((void **)first)[1] = NULL;   /* double-free key */
                 return first;
             }
-            /* Every block is out. Park the span unless a remote free just arrived. */
-            if (_hak_span_try_mark_full(s)) {
-                bin->cur = NULL;
-                s->list = SPAN_FULL;
-                list_push(&bin->full, s);
-            }
+            park_full(bin, s);
             continue;
         }
         if ((s = bin->partial) != NULL) {
@@ -373,11 +378,7 @@ static void *aligned_locked(hak_heap_t *h, size_t c, size_t align) {
                 if (!zero) ((void **)first)[1] = NULL;
                 return first;
             }
-            if (_hak_span_try_mark_full(s)) {
-                bin->cur = NULL;
-                s->list = SPAN_FULL;
-                list_push(&bin->full, s);
-            }
+            park_full(bin, s);
             continue;
         }
         hak_span_t *a = bin->partial;
