@@ -49,12 +49,21 @@ def _env(preload, extra=None):
     return env, added
 
 
+def _default_signals():
+    """In the child: SIGINT and SIGQUIT as a terminal would leave them. A test suite started
+    as a background job inherits them ignored, and then python's test_threading cannot
+    interrupt its main thread (test_interrupt_main_*), with or without hakmem."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def _run(cmd, cwd, preload, timeout, stdin=None, extra=None):
     """Runs cmd; returns (CompletedProcess, reproducer line)."""
     env, added = _env(preload, extra)
     line = repro(cmd, dict(extra or {}, **added)) + f"   # in {cwd}"
     try:
-        r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=timeout, stdin=stdin)
+        r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=timeout, stdin=stdin,
+                           preexec_fn=_default_signals)
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
         pytest.fail(f"timed out after {timeout}s: {line}\n{tail(err)}", pytrace=False)
