@@ -35,6 +35,7 @@
 
 #include "../../include/hakmem.h"
 #include "../helpers/check.h"
+#include "../helpers/proc.h"
 
 void hak_stats_get(hak_stats_t *out) __attribute__((weak));
 
@@ -49,26 +50,6 @@ static long start_rss, bound;
 static atomic_long live_bytes;   /* payload bytes the threads hold (counted before the
                                     block is touched, uncounted after its free) */
 static atomic_long worst_over;   /* the most RSS exceeded start + live, over all samples */
-
-static long rss_bytes(void)
-{
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    REQUIRE(fd >= 0);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    REQUIRE(n > 0);
-    buf[n] = 0;
-    char *s = strstr(buf, "VmRSS:");
-    REQUIRE(s != NULL);
-    return strtol(s + 6, NULL, 10) * 1024;
-}
-
-static long env_mib(const char *name, long dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? atol(v) : dflt;
-}
 
 static void sleep_ms(long ms)
 {
@@ -149,8 +130,8 @@ int main(int argc, char **argv)
     }
     if (expect_hakmem)
         REQUIRE(check_hakmem_present(), "--hakmem given but hakmem is not in this process");
-    long cap = env_mib("HAKMEM_BIGCACHE_MB", 64) * MiB;
-    long delay = env_mib("HAKMEM_PURGE_DELAY_MS", 500);
+    long cap = env_long("HAKMEM_BIGCACHE_MB", 64) * MiB;
+    long delay = env_long("HAKMEM_PURGE_DELAY_MS", 500);
     bound = 2 * cap;
     free(malloc(100));            /* the allocator's own set-up is not the loop's */
     malloc_trim(0);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../helpers/check.h"
+#include "../helpers/proc.h"
 
 #define MiB (1024L * 1024)
 #define BURST (192 * MiB)
@@ -31,26 +32,6 @@
 #define FREE_MARGIN (32 * MiB)
 
 static int expect_hakmem;
-
-static long rss_bytes(void)
-{
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    REQUIRE(fd >= 0);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    REQUIRE(n > 0);
-    buf[n] = 0;
-    char *s = strstr(buf, "VmRSS:");
-    REQUIRE(s != NULL);
-    return strtol(s + 6, NULL, 10) * 1024;
-}
-
-static long env_mib(const char *name, long dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? atol(v) : dflt;
-}
 
 /* Allocates BURST bytes in blocks of `size` (every page touched), frees them in an order
  * that leaves no tier neatly emptied from one end. */
@@ -123,8 +104,8 @@ int main(int argc, char **argv)
     expect_hakmem = argc > 1 && strcmp(argv[1], "--hakmem") == 0;
     if (expect_hakmem)
         REQUIRE(check_hakmem_present(), "--hakmem given but hakmem is not in this process");
-    long dirty = env_mib("HAKMEM_DIRTY_MAX_MB", 32) * MiB;
-    long bigcache = 2 * env_mib("HAKMEM_BIGCACHE_MB", 64) * MiB;
+    long dirty = env_long("HAKMEM_DIRTY_MAX_MB", 32) * MiB;
+    long bigcache = 2 * env_long("HAKMEM_BIGCACHE_MB", 64) * MiB;
     const struct phase phases[] = {
         {"tiny 64 B", 64, -1},
         {"tiny 1000 B", 1000, -1},

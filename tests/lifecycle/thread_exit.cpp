@@ -29,6 +29,7 @@
 
 #include "../../include/hakmem.h"
 #include "../helpers/check.h"
+#include "../helpers/proc.h"
 
 extern "C" void hak_stats_get(hak_stats_t *out) __attribute__((weak));
 
@@ -70,19 +71,6 @@ static void *worker(void *arg) {
     free(keep);
     check_thread_done();
     return NULL;
-}
-
-static long rss_kib(void) {
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    REQUIRE(fd >= 0);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    REQUIRE(n > 0);
-    buf[n] = 0;
-    const char *s = strstr(buf, "VmRSS:");
-    REQUIRE(s != NULL);
-    return strtol(s + 6, NULL, 10);
 }
 
 int main(int argc, char **argv) {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "../helpers/check.h"
+#include "../helpers/proc.h"
 
 #define MiB (1024L * 1024)
 #define BURST (128 * MiB)
@@ -34,20 +35,6 @@ static size_t nblocks;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int stage; /* 1: A's burst ready; 2: A may exit */
-
-static long rss_bytes(void)
-{
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    REQUIRE(fd >= 0);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    REQUIRE(n > 0);
-    buf[n] = 0;
-    char *s = strstr(buf, "VmRSS:");
-    REQUIRE(s != NULL);
-    return strtol(s + 6, NULL, 10) * 1024;
-}
 
 static size_t block_size(size_t i)
 {

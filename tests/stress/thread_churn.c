@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../helpers/blocks.h"
+#include "../helpers/proc.h"
 
 #define NHAND 512 /* hand-over slots */
 #define NKEEP 24  /* blocks a thread keeps until it exits */
@@ -28,21 +29,6 @@ static _Atomic(struct blk *) hand[NHAND];
 static atomic_long n_alloc, n_free, n_handed;
 static int expect_hakmem;
 static uint64_t seed = 7;
-
-static long rss_kib(void)
-{
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    char *s = strstr(buf, "VmRSS:");
-    return s ? strtol(s + 6, NULL, 10) : -1;
-}
 
 static struct blk *new_block(uint64_t *rng, uint64_t tag)
 {

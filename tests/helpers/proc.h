@@ -1,0 +1,37 @@
+/* What a test reads of its own process: resident memory from /proc/self/status, and the
+ * HAKMEM_* value its bounds are sized by. */
+#ifndef HAK_TEST_PROC_H
+#define HAK_TEST_PROC_H
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+/* VmRSS, in KiB. */
+static inline long rss_kib(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY);
+    REQUIRE(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    REQUIRE(n > 0);
+    buf[n] = 0;
+    const char *s = strstr(buf, "VmRSS:");
+    REQUIRE(s != NULL);
+    return strtol(s + 6, NULL, 10);
+}
+
+static inline long rss_bytes(void) { return rss_kib() * 1024; }
+
+/* The variable's value as a number, or dflt when it is unset or empty. */
+static inline long env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atol(v) : dflt;
+}
+
+#endif
