@@ -105,7 +105,8 @@ static void span_release(hak_span_t *s) {
  * empty: more depth would have absorbed the swing) doubles it, up to a maximum; from the
  * third flush with no refill between (the thread is freeing a structure, not cycling
  * through one) each flush halves it, down to a floor, so that what the thread keeps at the
- * end of a drain is little; housekeeping (below) puts an unused class back to its base.
+ * end of a drain is little, and a refill after the drain doubles the depth it had before
+ * (the drain was a swing); housekeeping (below) puts an unused class back to its base.
  * Percentages of the built-in depth (size_class.c), set by the learning layer at start-up;
  * 100/100/100 is the fixed policy. */
 static unsigned cap_base_pct = 100, cap_max_pct = 100, cap_floor_pct = 100;
@@ -189,6 +190,7 @@ static hak_heap_t *heap_new(void) {
     h->learn_countdown = 64;
     h->active = h->flushed = 0;
     memset(h->drain, 0, sizeof h->drain);
+    memset(h->drain_cap, 0, sizeof h->drain_cap);
     h->housekept_ms = 0;
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
     h->live = 1;
@@ -305,12 +307,16 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     uint64_t bit = 1ull << c;
     h->active |= bit;
     if ((h->flushed & bit) && tc->cap < cap_most(c)) {
-        uint32_t grown = tc->cap * 2, most = cap_most(c);
+        /* the flushes were a swing after all, drain-halved ones included: the depth before
+         * them, doubled (else a batch deeper than the cache halves it every round) */
+        uint32_t from = h->drain_cap[c] > tc->cap ? h->drain_cap[c] : tc->cap;
+        uint32_t grown = from * 2, most = cap_most(c);
         tc->room += (grown < most ? grown : most) - tc->cap;      /* the cache is empty */
         tc->cap = grown < most ? grown : most;
     }
     h->flushed &= ~bit;
     h->drain[c] = 0;
+    h->drain_cap[c] = 0;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     hak_bin_t *bin = &h->bins[c];
     uint32_t want = tc->cap / 2 + 1;
@@ -694,6 +700,7 @@ SLOW_PATH void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     if (h->drain[c] < 255) h->drain[c]++;
     if (h->drain[c] >= 3) {          /* the third flush with no refill: a drain, not a swing */
         uint32_t low = cap_scaled(c, cap_floor_pct);
+        if (h->drain_cap[c] == 0) h->drain_cap[c] = (uint16_t)cap;
         if (cap > low) cap = cap / 2 > low ? cap / 2 : low;
     }
     _hak_heap_flush(h, tc, cap / 2);
@@ -713,6 +720,7 @@ void _hak_heap_housekeep(hak_heap_t *h, bool pages) {
         hak_tcache_t *tc = &h->tc[c];
         if (tc->head != NULL) _hak_heap_flush(h, tc, 0);
         if (tc->cap != cap_base(c)) set_cap(h, tc, cap_base(c));
+        h->drain_cap[c] = 0;
         if (!pages) continue;
         hak_lock(&h->lock);
         hak_bin_t *bin = &h->bins[c];

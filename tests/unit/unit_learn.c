@@ -1,6 +1,7 @@
 /* Thread-cache depth under the learning layer (heap.c, "thread-cache depth"; learn.c): a
  * class that refills after a flush doubles its depth up to the objective's maximum, never
- * past it; a drain (flush after flush) halves it down to the floor; housekeeping sends an
+ * past it; a drain (flush after flush) halves it down to the floor, and a refill after the
+ * drain restores it; housekeeping sends an
  * idle class's blocks home and puts its depth back to the base; under the fixed policy
  * (100/100/100) the depth never moves. Runs on the hak_* API. */
 #include "internals.h"
@@ -80,5 +81,16 @@ int main(void) {
     CHECK(hak_tc_count(tc) <= low, "%u blocks cached after a drain", (unsigned)hak_tc_count(tc));
     churn(6, low * 3 / 2);                           /* cycling again: it grows back */
     CHECK(tc->cap >= 2 * low, "depth %u did not grow back", tc->cap);
+
+    /* rounds of a batch deeper than the deepest cache (glibc's bench-malloc-simple with
+     * 1600 blocks): each free phase is a drain, but the refill that follows shows it was a
+     * swing, so the depth goes back to what it was before the drain, not to twice the floor */
+    uint32_t most = 4 * base, n = 2 * most;
+    REQUIRE(n <= N);
+    churn(6, n);
+    for (uint32_t i = 0; i < n; i++) REQUIRE((b[i] = hak_malloc(BS)) != NULL);
+    CHECK(tc->cap == most, "rounds of %u blocks: depth %u, deepest %u (floor %u)", n, tc->cap,
+          most, low);
+    for (uint32_t i = 0; i < n; i++) hak_free(b[i]);
     CHECK_DONE("unit_learn");
 }
