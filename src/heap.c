@@ -490,16 +490,15 @@ SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     return found;
 }
 
-/* A block goes home to its span (the owner's own, so no atomics); true when that emptied the
- * span and it went back to the pool. */
-static bool return_block(hak_heap_t *h, void *b) {
-    hak_span_t *s = hak_span_of(hak_ss_of(b), b);
+/* n blocks of span s, linked from head to tail, go home to s (the owner's own, so no
+ * atomics); true when that emptied the span and it went back to the pool. */
+static bool return_blocks(hak_heap_t *h, hak_span_t *s, void *head, void *tail, uint32_t n) {
     hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
-    *(void **)b = s->free;
-    s->free = b;
-    s->nfree++;
-    hak_assert(s->used > 0);
-    s->used--;
+    *(void **)tail = s->free;
+    s->free = head;
+    s->nfree += n;
+    hak_assert(s->used >= n);
+    s->used -= n;
     hak_bin_t *bin = &h->bins[s->cls];
     if (s->list == SPAN_FULL && _hak_span_try_unmark_full(s)) {
         list_remove(&bin->full, s);
@@ -512,6 +511,10 @@ static bool return_block(hak_heap_t *h, void *b) {
         return true;
     }
     return false;
+}
+
+static bool return_block(hak_heap_t *h, void *b) {
+    return return_blocks(h, hak_span_of(hak_ss_of(b), b), b, b, 1);
 }
 
 /* A free found its span abandoned (its thread exited): the freeing thread takes it over,
@@ -553,11 +556,10 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
  * word, which a use after free may have overwritten: the flush checks each block before it
  * touches it, so a damaged link ends in a report, not a wild write. The unit last vouched
  * for is remembered (a class's cached blocks come mostly from a few spans), so most checks
- * are the block-start multiplication alone; a span that goes back to the pool is
- * forgotten (return_block). */
+ * are the block-start multiplication alone. */
 typedef struct { uintptr_t key; hak_unit_t *u; } unit_memo_t;
 
-static inline bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b) {
+FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b) {
     uintptr_t key = (uintptr_t)b >> HAK_UNIT_SHIFT;
     if (key != m->key) {
         if (hak_chunk_kind((uintptr_t)b) != HAK_CHUNK_SS) return false;
@@ -589,6 +591,11 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     if (keep > 0) h->flushed |= 1ull << (tc - h->tc);   /* full, not emptied on purpose */
     hak_lock(&h->lock);
     h->slow_ticks++;
+    /* Blocks of one span in a row (the usual case: a class's cached blocks come from a few
+     * spans) go home together, relinked into a chain that is spliced in once. */
+    hak_span_t *gs = NULL;
+    void *ghead = NULL, *gtail = NULL;
+    uint32_t gn = 0;
     for (; b != NULL; i++) {
         if (unlikely(i >= count || !cached_ok(h, tc, &memo, b))) {
             /* warn: the blocks past a damaged link stay out of use */
@@ -596,9 +603,21 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
             break;
         }
         void *next = *(void **)b;
-        if (return_block(h, b)) memo.key = 0;          /* its span went back to the pool */
+        hak_span_t *s = &hak_ss_of(b)->spans[memo.u->span];
+        if (s != gs) {
+            /* (the memo is b's unit, not one of gs, which may go back to the pool here) */
+            if (gs != NULL) return_blocks(h, gs, ghead, gtail, gn);
+            gs = s;
+            gtail = b;
+            ghead = NULL;
+            gn = 0;
+        }
+        *(void **)b = ghead;
+        ghead = b;
+        gn++;
         b = next;
     }
+    if (gs != NULL) return_blocks(h, gs, ghead, gtail, gn);
     hak_unlock(&h->lock);
 }
 
