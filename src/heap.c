@@ -42,20 +42,30 @@ static HAK_TLS bool thread_done;
 static hak_heap_t *late_heap;
 
 static pthread_mutex_t heaps_lock = HAK_LOCK_INIT;
+/* Held through a reclaim pass, which walks the heaps without heaps_lock: fork takes it, so
+ * that no heap's lock is held by a reclaimer in the child. */
+static pthread_mutex_t reclaim_lock = HAK_LOCK_INIT;
 static hak_heap_t *heaps_all, *heaps_free;
 static char *meta_cur, *meta_end;               /* carving area for heap structs */
 
-static pthread_mutex_t aband_lock = HAK_LOCK_INIT;
-static hak_span_t *abandoned[HAK_NCLASSES];     /* aband_lock */
+/* Abandoned spans, a list per class under one of 8 locks (classes side by side take
+ * different ones): threads that exit and adopt at once (a server handing work to fresh
+ * threads) would otherwise queue on one lock. Not one per class: fork takes them all. */
+#define ABAND_LOCKS 8
+static struct { pthread_mutex_t m; } __attribute__((aligned(64))) aband_locks[ABAND_LOCKS] = {
+    [0 ... ABAND_LOCKS - 1] = { HAK_LOCK_INIT }
+};
+#define aband_lock(c) (&aband_locks[(c) % ABAND_LOCKS].m)
+static hak_span_t *abandoned[HAK_NCLASSES];     /* aband_lock(class) */
 static _Atomic uint32_t n_abandoned[HAK_NCLASSES];  /* their lengths: a refill peeks without
                                                    the lock, skipping an empty class */
 
-static void aband_push(hak_span_t *s) {          /* aband_lock held */
+static void aband_push(hak_span_t *s) {          /* aband_lock(s->cls) held */
     HAK_LIST_PUSH(&abandoned[s->cls], s);
     relaxed_store(&n_abandoned[s->cls], relaxed_load(&n_abandoned[s->cls]) + 1);
 }
 
-static void aband_remove(hak_span_t *s) {        /* aband_lock held */
+static void aband_remove(hak_span_t *s) {        /* aband_lock(s->cls) held */
     HAK_LIST_REMOVE(&abandoned[s->cls], s);
     relaxed_store(&n_abandoned[s->cls], relaxed_load(&n_abandoned[s->cls]) - 1);
 }
@@ -171,13 +181,16 @@ static hak_heap_t *heap_new(void) {
         }
         h = (hak_heap_t *)meta_cur;
         meta_cur += sz;
+        hak_lock_reset(&h->lock);
         h->next_all = heaps_all;
-        heaps_all = h;
+        /* reclaimers walk the list without the heaps lock (heaps are never unlinked) */
+        __atomic_store_n(&heaps_all, h, __ATOMIC_RELEASE);
     }
     h->next_free = NULL;
     hak_unlock(&heaps_lock);
 
-    pthread_mutex_init(&h->lock, NULL);
+    /* A reclaimer may still hold a recycled heap's lock (it saw the heap live): wait */
+    hak_lock(&h->lock);
     memset(h->tc, 0, sizeof h->tc);
     memset(h->bins, 0, sizeof h->bins);
     memset(&h->st, 0, sizeof h->st);
@@ -192,8 +205,9 @@ static hak_heap_t *heap_new(void) {
     memset(h->drain, 0, sizeof h->drain);
     memset(h->drain_cap, 0, sizeof h->drain_cap);
     h->housekept_ms = 0;
+    hak_unlock(&h->lock);
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
-    h->live = 1;
+    __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
     hak_unlock(&heaps_lock);
     return h;
 }
@@ -263,24 +277,24 @@ static void drain_notified(hak_heap_t *h) {
 
 static hak_span_t *adopt(hak_heap_t *h, size_t c) {
     if (relaxed_load(&n_abandoned[c]) == 0) return NULL;   /* a hint: checked again below */
-    hak_lock(&aband_lock);
+    hak_lock(aband_lock(c));
     hak_span_t *s = abandoned[c];
     if (s != NULL) {
         aband_remove(s);
         _hak_span_set_owner(s, h);
     }
-    hak_unlock(&aband_lock);
+    hak_unlock(aband_lock(c));
     if (s != NULL) _hak_span_collect_remote(s);
     return s;
 }
 
 static void abandon(hak_span_t *s) {
-    hak_lock(&aband_lock);               /* owner and list change under the lock, where
+    hak_lock(aband_lock(s->cls));        /* owner and list change under the lock, where
                                             _hak_heap_adopt_on_free reads them */
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_ABANDONED;
     aband_push(s);
-    hak_unlock(&aband_lock);
+    hak_unlock(aband_lock(s->cls));
 }
 
 /* ---- refill and flush ------------------------------------------------------------------ */
@@ -525,17 +539,19 @@ static bool return_block(hak_heap_t *h, void *b) {
 bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     hak_heap_t *h = _hak_thread_heap;
     if (h == &_hak_empty_heap && (h = thread_init()) == NULL) return false;   /* late */
-    hak_lock(&aband_lock);
+    /* (p is a live block of s, so s keeps its class while this runs) */
+    pthread_mutex_t *lock = aband_lock(s->cls);
+    hak_lock(lock);
     /* owner first: `list` is the owner's own field, written without this lock */
     if (relaxed_load(&s->owner) != NULL || s->list != SPAN_ABANDONED) {
-        hak_unlock(&aband_lock);
+        hak_unlock(lock);
         return false;
     }
     HAK_DEBUG_FREED(p);
     aband_remove(s);
     _hak_span_set_owner(s, h);
     s->list = SPAN_LOOSE;
-    hak_unlock(&aband_lock);
+    hak_unlock(lock);
     hak_lock(&h->lock);
     _hak_span_collect_remote(s);
     hak_bin_t *bin = &h->bins[s->cls];
@@ -680,23 +696,34 @@ void _hak_heap_release_idle(hak_heap_t *h, bool deep) {
  * refill or flush: an owner at work would fault them straight back in); RECLAIM_PAGES, of
  * every heap (malloc_trim). Called with no pool or heap-list lock held. */
 void _hak_heap_reclaim_all(int depth) {
-    hak_lock(&heaps_lock);
-    for (hak_heap_t *h = heaps_all; h != NULL; h = h->next_all) {
-        if (!h->live || pthread_mutex_trylock(&h->lock) != 0) continue;
+    /* Without the heaps lock, which threads starting and exiting take: a pass can be long
+     * (purges). Each heap's own lock covers its reclaim; one that exits meanwhile has
+     * nothing left to reclaim, and heap_new waits for its lock before reusing it. A refill
+     * that finds a pass under way does not queue behind it (threads that start together
+     * would convoy there): it goes on to map. */
+    if (depth == RECLAIM_SPANS) {
+        if (pthread_mutex_trylock(&reclaim_lock) != 0) return;
+    } else {
+        hak_lock(&reclaim_lock);
+    }
+    for (hak_heap_t *h = __atomic_load_n(&heaps_all, __ATOMIC_ACQUIRE); h != NULL; h = h->next_all) {
+        if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || pthread_mutex_trylock(&h->lock) != 0)
+            continue;
         bool idle = h->slow_ticks == h->seen_ticks;
         h->seen_ticks = h->slow_ticks;
         bool deep = depth == RECLAIM_PAGES || (depth == RECLAIM_IDLE_PAGES && idle);
         HAK_STAT_ADD(reclaimed_spans, reclaim_locked(h, deep));
         hak_unlock(&h->lock);
     }
-    hak_unlock(&heaps_lock);
+    hak_unlock(&reclaim_lock);
 }
 
 /* Spans abandoned by exited threads whose blocks all came home go back to the pool; the
  * free pages of the others go back to the kernel. */
 void _hak_heap_sweep_abandoned(void) {
-    hak_lock(&aband_lock);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        if (relaxed_load(&n_abandoned[c]) == 0) continue;
+        hak_lock(aband_lock(c));
         hak_span_t *s = abandoned[c];
         while (s != NULL) {
             hak_span_t *next = s->next;
@@ -708,8 +735,8 @@ void _hak_heap_sweep_abandoned(void) {
             }
             s = next;
         }
+        hak_unlock(aband_lock(c));
     }
-    hak_unlock(&aband_lock);
 }
 
 /* free's flush of a full cache (the owner): half goes home, and a drain shrinks the depth. */
@@ -836,7 +863,7 @@ static void thread_exit(void *arg) {
     hak_unlock(&h->lock);
     hak_lock(&heaps_lock);
     merge_stats(h);
-    h->live = 0;
+    __atomic_store_n(&h->live, 0, __ATOMIC_RELAXED);
     h->next_free = heaps_free;
     heaps_free = h;
     hak_unlock(&heaps_lock);
@@ -876,17 +903,25 @@ void _hak_heap_stats_add(hak_stats_t *out) {
 
 /* ---- fork ------------------------------------------------------------------------------ */
 
-void _hak_heap_lock_all(void) { hak_lock(&heaps_lock); hak_lock(&aband_lock); }
-void _hak_heap_unlock_all(void) { hak_unlock(&aband_lock); hak_unlock(&heaps_lock); }
+void _hak_heap_lock_all(void) {
+    hak_lock(&heaps_lock);
+    for (size_t k = 0; k < ABAND_LOCKS; k++) hak_lock(aband_lock(k));
+}
+void _hak_heap_unlock_all(void) {
+    for (size_t k = ABAND_LOCKS; k-- > 0;) hak_unlock(aband_lock(k));
+    hak_unlock(&heaps_lock);
+}
 
 /* Fork: the late heap's lock comes first (a late refill holds it while it may take the
- * heaps lock). */
+ * heaps lock, or reclaim), then the reclaim pass's. */
 void _hak_heap_fork_prepare(void) {
     if (late_heap != NULL) hak_lock(&late_heap->lock);
+    hak_lock(&reclaim_lock);
     _hak_heap_lock_all();
 }
 void _hak_heap_fork_parent(void) {
     _hak_heap_unlock_all();
+    hak_unlock(&reclaim_lock);
     if (late_heap != NULL) hak_unlock(&late_heap->lock);
 }
 
@@ -895,7 +930,8 @@ void _hak_heap_fork_parent(void) {
  * as they were (their blocks may still be in use by the child and freed remotely). */
 void _hak_heap_after_fork_child(void) {
     hak_lock_reset(&heaps_lock);
-    hak_lock_reset(&aband_lock);
+    hak_lock_reset(&reclaim_lock);
+    for (size_t k = 0; k < ABAND_LOCKS; k++) hak_lock_reset(aband_lock(k));
     if (late_heap != NULL) hak_lock_reset(&late_heap->lock);
     hak_heap_t *h = _hak_thread_heap;
     if (h == &_hak_empty_heap) return;

@@ -35,10 +35,14 @@
 
 static inline size_t hak_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
-/* Lock helpers: pthread mutexes, re-initialised in a forked child. */
-#define HAK_LOCK_INIT PTHREAD_MUTEX_INITIALIZER
+/* Lock helpers: pthread mutexes, re-initialised in a forked child. Adaptive: a contended
+ * lock spins a little before it sleeps (glibc), since what they guard is held briefly and
+ * a thread that finds it taken would otherwise go to sleep in the kernel and back. */
+#define HAK_LOCK_INIT PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
 static inline void hak_lock(pthread_mutex_t *m) { pthread_mutex_lock(m); }
 static inline void hak_unlock(pthread_mutex_t *m) { pthread_mutex_unlock(m); }
-static inline void hak_lock_reset(pthread_mutex_t *m) { pthread_mutex_init(m, NULL); }
+static inline void hak_lock_reset(pthread_mutex_t *m) {
+    *m = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+}
 
 #endif /* HAKMEM_INTERNAL_H */
