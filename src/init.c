@@ -32,9 +32,9 @@ static const hak_fn_entry_t known_functions[] = {
 };
 #undef FN
 
-/* Fork: take every lock (in the one order used everywhere: heaps, abandoned, pool, huge,
- * registry) so no other thread is inside hakmem's state when the address space is copied;
- * the child resets them, as only the forking thread exists there. */
+/* Fork: take every lock (in the one order used everywhere: reclaim, heaps, abandoned,
+ * pool, huge, registry) so no other thread is inside hakmem's state when the address space
+ * is copied; the child resets them, as only the forking thread exists there. */
 static void fork_prepare(void) {
     hak_lock(&init_lock);
     _hak_heap_fork_prepare();
