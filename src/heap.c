@@ -150,8 +150,11 @@ static uint32_t cap_base(size_t c) {
 
 /* The deepest a class may grow: max_pct of the built-in depth, but past the built-in
  * depth only while the cache holds at most grow_bytes (deep caches of big blocks pin
- * memory: 4 x the built-in 512 KiB of a mid class, in every thread). */
+ * memory: 4 x the built-in 512 KiB of a mid class, in every thread); not at all where the
+ * base byte bound leaves room for one block only (idle threads keep one of each). */
 static uint32_t cap_most(size_t c) {
+    /* a class whose one block already fills the base byte bound stays at one block */
+    if (base_bytes > 0 && 2 * (size_t)_hak_class_size[c] > base_bytes) return cap_base(c);
     uint32_t most = cap_scaled(c, cap_max_pct), builtin = cap_scaled(c, 100);
     if (most <= builtin) return most;
     uint32_t by_bytes = (uint32_t)(grow_bytes / _hak_class_size[c]);
@@ -604,7 +607,6 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     tc->room = tc->cap + 1 - i;
     tc->moved -= (int64_t)(count - i);      /* out of the cache: sent home (or lost, damaged) */
     h->active |= 1ull << (tc - h->tc);
-    if (keep > 0) h->flushed |= 1ull << (tc - h->tc);   /* full, not emptied on purpose */
     hak_lock(&h->lock);
     h->slow_ticks++;
     /* Blocks of one span in a row (the usual case: a class's cached blocks come from a few
@@ -750,6 +752,7 @@ SLOW_PATH void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
         if (cap > low) cap = cap / 2 > low ? cap / 2 : low;
     }
     _hak_heap_flush(h, tc, cap / 2);
+    h->flushed |= 1ull << c;               /* full (a depth of 1 keeps nothing, and still is) */
     if (cap != tc->cap) set_cap(h, tc, cap);              /* holds cap / 2 now: no flush */
 }
 

@@ -92,5 +92,30 @@ int main(void) {
     CHECK(tc->cap == most, "rounds of %u blocks: depth %u, deepest %u (floor %u)", n, tc->cap,
           most, low);
     for (uint32_t i = 0; i < n; i++) hak_free(b[i]);
+
+    /* a depth of 1 (a flush keeps nothing) still grows after a flush and a refill, up to
+     * the byte bound; under a base byte bound that one block already fills, it stays */
+    enum { BIG = 300 * 1024 };
+    size_t cb = hak_size_class(BIG);
+    hak_tcache_t *tb = &h->tc[cb];
+    REQUIRE(_hak_class_cap[cb] == 1);
+    void *x[4];
+    _hak_heap_set_cache_policy(100, 100, 0, 400, 1 << 20);          /* speed */
+    _hak_heap_housekeep(h, false);
+    _hak_heap_housekeep(h, false);
+    for (int r = 0; r < 4; r++) {
+        for (int i = 0; i < 4; i++) REQUIRE((x[i] = hak_malloc(BIG)) != NULL);
+        for (int i = 0; i < 4; i++) hak_free(x[i]);
+    }
+    CHECK(tb->cap >= 2 && tb->cap <= (1u << 20) / BIG, "speed: depth %u of a %u B class",
+          tb->cap, (unsigned)BIG);
+    _hak_heap_set_cache_policy(12, 100, 128 << 10, 400, 128 << 10);  /* balanced */
+    _hak_heap_housekeep(h, false);
+    _hak_heap_housekeep(h, false);
+    for (int r = 0; r < 4; r++) {
+        for (int i = 0; i < 4; i++) REQUIRE((x[i] = hak_malloc(BIG)) != NULL);
+        for (int i = 0; i < 4; i++) hak_free(x[i]);
+    }
+    CHECK(tb->cap == 1, "balanced: depth %u of a %u B class", tb->cap, (unsigned)BIG);
     CHECK_DONE("unit_learn");
 }
