@@ -19,7 +19,7 @@
  *       flush (heap.c), past the built-in depth only within a byte bound; from the third
  *       flush with no refill between (a drain) each flush halves it, down to a floor; a
  *       class that saw no slow path for a while goes home and back to its base at the
- *       owner's housekeeping (every 250 ms of its slow paths); under `memory` and
+ *       owner's housekeeping (every 100 ms of its slow paths); under `memory` and
  *       `balanced` the free pages of that class's spans go back too.
  *
  * The objectives are ranges for these: `speed` starts high and only goes higher (fewest
@@ -57,7 +57,7 @@ static const objective_t objectives[4] = {
 
 #define MIB ((uint64_t)1 << 20)
 #define TICK_MS 100
-#define HOUSEKEEP_MS 250
+#define HOUSEKEEP_MS 100
 
 static int mode;
 static const objective_t *obj;
