@@ -51,7 +51,7 @@ typedef struct {
 
 static const objective_t objectives[4] = {
     [SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20, false,           0 },
-    [BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10, 128 << 10, true, 160ull << 20 },
+    [BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10, 128 << 10, true, 256ull << 20 },
     [MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0, true,   UINT64_MAX },
 };
 
@@ -125,8 +125,8 @@ void _hak_learn_tick(uint64_t now) {
         if (dr >= MIB) {                              /* purged, and wanted back */
             pending = 0;
             /* keep more where refaults cost the objective enough: what came back within the
-             * last second, against the objective's rate (balanced: 160 MiB/s, some 40 ms of
-             * page faults and zeroing a second, ~4% of a core; a program that frees a phase
+             * last second, against the objective's rate (balanced: 256 MiB/s, some 64 ms of
+             * page faults and zeroing a second, ~6% of a core; a program that frees a phase
              * and takes it back once per phase refaults less and keeps purging) */
             rate_ms[rate_next % RATE_TICKS] = now;
             rate_bytes[rate_next++ % RATE_TICKS] = dr;
