@@ -208,6 +208,7 @@ static hak_heap_t *heap_new(void) {
     memset(h->drain, 0, sizeof h->drain);
     memset(h->drain_cap, 0, sizeof h->drain_cap);
     h->housekept_ms = 0;
+    h->flush_run = 0;
     hak_unlock(&h->lock);
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
     __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
@@ -334,6 +335,7 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     h->flushed &= ~bit;
     h->drain[c] = 0;
     h->drain_cap[c] = 0;
+    h->flush_run = 0;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     hak_bin_t *bin = &h->bins[c];
     uint32_t want = tc->cap / 2 + 1;
@@ -741,6 +743,8 @@ void _hak_heap_sweep_abandoned(void) {
     }
 }
 
+enum { BULK_FLUSHES = 4 };
+
 /* free's flush of a full cache (the owner): half goes home, and a drain shrinks the depth. */
 SLOW_PATH void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     size_t c = (size_t)(tc - h->tc);
@@ -754,6 +758,15 @@ SLOW_PATH void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     _hak_heap_flush(h, tc, cap / 2);
     h->flushed |= 1ull << c;               /* full (a depth of 1 keeps nothing, and still is) */
     if (cap != tc->cap) set_cap(h, tc, cap);              /* holds cap / 2 now: no flush */
+    /* The same across classes: BULK_FLUSHES flushes, of any classes, with no refill between
+     * — the thread is freeing a structure of mixed sizes, as one does before it goes idle
+     * or exits — and the blocks it caches of other classes go home too. Only where drains
+     * shrink caches (balanced, memory): an idle thread's cache is out of anyone's reach. */
+    if (cap_floor_pct < 100 && ++h->flush_run >= BULK_FLUSHES) {
+        h->flush_run = 0;
+        for (size_t k = 0; k < HAK_NCLASSES; k++)
+            if (k != c && h->tc[k].head != NULL) _hak_heap_flush(h, &h->tc[k], 0);
+    }
 }
 
 /* Housekeeping, by the owner on its own slow path (learn.c decides when): a class that saw

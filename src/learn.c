@@ -17,7 +17,8 @@
  *   thread-cache depth  A class starts at a base depth (under balanced and memory at most
  *       a number of bytes of blocks) and, per heap, doubles each time it refills after a
  *       flush (heap.c), past the built-in depth only within a byte bound; from the third
- *       flush with no refill between (a drain) each flush halves it, down to a floor; a
+ *       flush with no refill between (a drain) each flush halves it, down to a floor, and
+ *       four flushes in a row of any classes (a bulk free) send every class's cache home; a
  *       class that saw no slow path for a while goes home and back to its base at the
  *       owner's housekeeping (every 100 ms of its slow paths); under `memory` and
  *       `balanced` the free pages of that class's spans go back too.

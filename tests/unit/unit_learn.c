@@ -1,7 +1,8 @@
 /* Thread-cache depth under the learning layer (heap.c, "thread-cache depth"; learn.c): a
  * class that refills after a flush doubles its depth up to the objective's maximum, never
  * past it; a drain (flush after flush) halves it down to the floor, and a refill after the
- * drain restores it; housekeeping sends an
+ * drain restores it; a bulk free (flushes in a row, any class) sends the other classes'
+ * cached blocks home; housekeeping sends an
  * idle class's blocks home and puts its depth back to the base; under the fixed policy
  * (100/100/100) the depth never moves. Runs on the hak_* API. */
 #include "internals.h"
@@ -117,5 +118,31 @@ int main(void) {
         for (int i = 0; i < 4; i++) hak_free(x[i]);
     }
     CHECK(tb->cap == 1, "balanced: depth %u of a %u B class", tb->cap, (unsigned)BIG);
+
+    /* a bulk free (4 flushes with no refill anywhere) sends home what the other classes
+     * cache, where drains shrink caches; under the fixed policy it stays */
+    enum { OTHER = 1000 };
+    size_t co = hak_size_class(OTHER);
+    hak_tcache_t *to = &h->tc[co];
+    for (int pass = 0; pass < 2; pass++) {
+        bool fixed = pass == 1;
+        if (fixed) _hak_heap_set_cache_policy(100, 100, 0, 100, 0);
+        else _hak_heap_set_cache_policy(12, 100, 128 << 10, 400, 128 << 10);
+        _hak_heap_housekeep(h, false);
+        _hak_heap_housekeep(h, false);
+        void *o[3];
+        for (int i = 0; i < 3; i++) REQUIRE((o[i] = hak_malloc(OTHER)) != NULL);
+        for (int i = 0; i < 3; i++) hak_free(o[i]);
+        REQUIRE(hak_tc_count(to) >= 3);
+        uint32_t n = N;               /* BS blocks, 4 x the deepest cache: flushes, no refill */
+        for (uint32_t i = 0; i < n; i++) REQUIRE((b[i] = hak_malloc(BS)) != NULL);
+        for (uint32_t i = 0; i < n; i++) hak_free(b[i]);
+        if (fixed)
+            CHECK(hak_tc_count(to) >= 3, "fixed policy: the other class kept %u blocks",
+                  (unsigned)hak_tc_count(to));
+        else
+            CHECK(hak_tc_count(to) == 0, "bulk free: the other class still caches %u blocks",
+                  (unsigned)hak_tc_count(to));
+    }
     CHECK_DONE("unit_learn");
 }
