@@ -98,29 +98,32 @@ static SLOW_PATH void free_slow(void *p) {
     _hak_report("free", HAK_ERR_FOREIGN, p, 0);
 }
 
-/* The tcache is over its capacity: half of it goes home. */
-static SLOW_PATH void flush_slow(hak_heap_t *h, hak_tcache_t *tc) {
+/* The tcache is over its capacity: half of it goes home. The thread's heap is read here,
+ * not passed: an argument that the fast path must keep in the first register costs free a
+ * register copy. */
+static SLOW_PATH void flush_slow(hak_tcache_t *tc) {
+    hak_heap_t *h = _hak_thread_heap;
     _hak_heap_flush_full(h, tc);
     _hak_purge_thread_poll();
     hak_learn_countdown(h);
 }
 
-FAST_PATH void tc_push(hak_heap_t *h, hak_tcache_t *tc, void *p) {
+FAST_PATH void tc_push(hak_tcache_t *tc, void *p) {
     HAK_DEBUG_FREED(p);
     ((void **)p)[0] = tc->head;
     ((void **)p)[1] = tc;
     tc->head = p;
     if (likely(--tc->room != 0)) return;
-    flush_slow(h, tc);
+    flush_slow(tc);
 }
 
 /* The block carries the key: a double free, or user data that happens to match. */
-static SLOW_PATH void free_suspect(hak_heap_t *h, hak_tcache_t *tc, void *p) {
-    if (_hak_heap_is_cached(h, tc, p)) {
+static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
+    if (_hak_heap_is_cached(_hak_thread_heap, tc, p)) {
         _hak_report("free", HAK_ERR_DOUBLE_FREE, p, hak_span_of(hak_ss_of(p), p)->bsize);
         return;
     }
-    tc_push(h, tc, p);
+    tc_push(tc, p);
 }
 
 /* A block of a span whose thread has exited: this thread adopts the span and frees the
@@ -132,7 +135,8 @@ static SLOW_PATH void free_abandoned(hak_span_t *s, void *p, uint64_t *count) {
 }
 
 /* Another thread's block: freed remotely, counted by this thread. */
-static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p, hak_heap_t *me) {
+static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p) {
+    hak_heap_t *me = _hak_thread_heap;
     hak_span_t *s = &ss->spans[u->span];
     uint64_t *count = likely(me != &_hak_empty_heap) ? &me->st.remote_frees[u->cls] : NULL;
     if (unlikely(relaxed_load(&u->owner) == NULL)) free_abandoned(s, p, count);
@@ -149,11 +153,11 @@ HAK_EXPORT void hak_free(void *p) {
         hak_heap_t *h = _hak_thread_heap;
         if (likely(relaxed_load(&u->owner) == h)) {
             hak_tcache_t *tc = u->tc;
-            if (unlikely(((void **)p)[1] == tc)) { free_suspect(h, tc, p); return; }
-            tc_push(h, tc, p);
+            if (unlikely(((void **)p)[1] == tc)) { free_suspect(tc, p); return; }
+            tc_push(tc, p);
             return;
         }
-        free_other(ss, u, p, h);
+        free_other(ss, u, p);
         return;
     }
     free_slow(p);
