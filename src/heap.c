@@ -204,7 +204,7 @@ static hak_heap_t *heap_new(void) {
     }
     h->shared = 0;
     h->learn_countdown = 64;
-    h->active = h->flushed = 0;
+    h->active = 0;
     memset(h->drain, 0, sizeof h->drain);
     memset(h->drain_cap, 0, sizeof h->drain_cap);
     h->housekept_ms = 0;
@@ -322,9 +322,8 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     }
     h->st.refills[c]++;
     h->slow_ticks++;
-    uint64_t bit = 1ull << c;
-    h->active |= bit;
-    if ((h->flushed & bit) && tc->cap < cap_most(c)) {
+    h->active |= 1ull << c;
+    if (h->drain[c] > 0 && tc->cap < cap_most(c)) {     /* flushed since the last refill */
         /* the flushes were a swing after all, drain-halved ones included: the depth before
          * them, doubled (else a batch deeper than the cache halves it every round) */
         uint32_t from = h->drain_cap[c] > tc->cap ? h->drain_cap[c] : tc->cap;
@@ -332,7 +331,6 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
         tc->room += (grown < most ? grown : most) - tc->cap;      /* the cache is empty */
         tc->cap = grown < most ? grown : most;
     }
-    h->flushed &= ~bit;
     h->drain[c] = 0;
     h->drain_cap[c] = 0;
     h->flush_run = 0;
@@ -755,8 +753,7 @@ SLOW_PATH void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
         if (h->drain_cap[c] == 0) h->drain_cap[c] = (uint16_t)cap;
         if (cap > low) cap = cap / 2 > low ? cap / 2 : low;
     }
-    _hak_heap_flush(h, tc, cap / 2);
-    h->flushed |= 1ull << c;               /* full (a depth of 1 keeps nothing, and still is) */
+    _hak_heap_flush(h, tc, cap / 2);       /* (a depth of 1 keeps nothing; drain counts it) */
     if (cap != tc->cap) set_cap(h, tc, cap);              /* holds cap / 2 now: no flush */
     /* The same across classes: BULK_FLUSHES flushes, of any classes, with no refill between
      * — the thread is freeing a structure of mixed sizes, as one does before it goes idle

@@ -209,7 +209,6 @@ struct hak_heap_s {
     uint32_t learn_countdown;                  /* slow paths until the learner looks (learn.c) */
     uint64_t active;                           /* classes refilled or flushed since the last
                                                   housekeeping (a bit each; owner-private) */
-    uint64_t flushed;                          /* classes flushed since their last refill */
     uint8_t drain[HAK_NCLASSES];               /* flushes since the class's last refill */
     uint16_t drain_cap[HAK_NCLASSES];          /* the depth before a drain halved it (0:
                                                   none since the last refill) */

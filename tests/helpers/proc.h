@@ -1,5 +1,5 @@
-/* What a test reads of its own process: resident memory from /proc/self/status, and the
- * HAKMEM_* value its bounds are sized by. */
+/* What a test reads of its own process: fields of /proc/self/status (resident memory,
+ * address space), and the HAKMEM_* value its bounds are sized by. */
 #ifndef HAK_TEST_PROC_H
 #define HAK_TEST_PROC_H
 
@@ -10,20 +10,24 @@
 
 #include "check.h"
 
-/* VmRSS, in KiB. */
-static inline long rss_kib(void)
+/* A field of /proc/self/status ("VmRSS:", "VmSize:", ...) in KiB, read without
+ * allocating. */
+static inline long status_kib(const char *field)
 {
-    char buf[4096];
+    char buf[8192];
     int fd = open("/proc/self/status", O_RDONLY);
     REQUIRE(fd >= 0);
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
     REQUIRE(n > 0);
     buf[n] = 0;
-    const char *s = strstr(buf, "VmRSS:");
-    REQUIRE(s != NULL);
-    return strtol(s + 6, NULL, 10);
+    const char *s = strstr(buf, field);
+    REQUIRE(s != NULL, "no %s in /proc/self/status", field);
+    return strtol(s + strlen(field), NULL, 10);
 }
+
+/* VmRSS, in KiB. */
+static inline long rss_kib(void) { return status_kib("VmRSS:"); }
 
 static inline long rss_bytes(void) { return rss_kib() * 1024; }
 

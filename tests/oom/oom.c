@@ -43,6 +43,7 @@
 #include <linux/seccomp.h>
 
 #include "../helpers/check.h"
+#include "../helpers/proc.h"
 
 #define KiB ((size_t)1024)
 #define MiB (KiB * 1024)
@@ -195,21 +196,6 @@ static void free_list(struct list *l, const char *when)
 }
 
 /* ---- limits --------------------------------------------------------------------------- */
-
-/* A field of /proc/self/status in bytes, read without allocating. */
-static size_t status_bytes(const char *field)
-{
-    char buf[8192];
-    int fd = open("/proc/self/status", O_RDONLY);
-    REQUIRE(fd >= 0);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    REQUIRE(n > 0);
-    buf[n] = 0;
-    char *s = strstr(buf, field);
-    REQUIRE(s != NULL, "no %s in /proc/self/status", field);
-    return (size_t)strtoull(s + strlen(field), NULL, 10) * KiB;
-}
 
 static void set_soft_limit(int resource, size_t bytes)
 {
@@ -571,7 +557,7 @@ static void run_threads(void)
     }
     free(malloc(100));
     pthread_barrier_wait(&start_barrier);
-    set_soft_limit(RLIMIT_AS, status_bytes("VmSize:") + HEADROOM);
+    set_soft_limit(RLIMIT_AS, (size_t)status_kib("VmSize:") * KiB + HEADROOM);
     pthread_barrier_wait(&start_barrier);
     size_t allocs = 0, fails = 0, cross = 0;
     for (unsigned i = 0; i < N_THREADS; i++) {
@@ -629,9 +615,9 @@ int main(int argc, char **argv)
     }
     warm_up();
     if (strcmp(mode, "as") == 0) {
-        set_soft_limit(RLIMIT_AS, status_bytes("VmSize:") + HEADROOM);
+        set_soft_limit(RLIMIT_AS, (size_t)status_kib("VmSize:") * KiB + HEADROOM);
     } else if (strcmp(mode, "data") == 0) {
-        set_soft_limit(RLIMIT_DATA, status_bytes("VmData:") + HEADROOM);
+        set_soft_limit(RLIMIT_DATA, (size_t)status_kib("VmData:") * KiB + HEADROOM);
     } else if (strcmp(mode, "seccomp") == 0) {
         mode_seccomp = 1;
         forbid_new_memory();
