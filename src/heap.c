@@ -120,12 +120,13 @@ static void span_release(hak_span_t *s) {
  * Percentages of the built-in depth (size_class.c), set by the learning layer at start-up;
  * 100/100/100 is the fixed policy. */
 static unsigned cap_base_pct = 100, cap_max_pct = 100, cap_floor_pct = 100;
-static size_t grow_bytes, base_bytes;             /* 0: no limit (base_bytes) */
+static size_t grow_bytes, heap_grow_bytes, base_bytes;   /* 0: no limit (the last two) */
 
 void _hak_heap_set_cache_policy(unsigned floor_pct, unsigned base_pct, size_t max_base_bytes,
-                                unsigned max_pct, size_t max_grow_bytes) {
+                                unsigned max_pct, size_t max_grow_bytes, size_t max_heap_grow_bytes) {
     base_bytes = max_base_bytes;
     grow_bytes = max_grow_bytes;
+    heap_grow_bytes = max_heap_grow_bytes;
     cap_base_pct = base_pct;
     cap_max_pct = max_pct < base_pct ? base_pct : max_pct;
     cap_floor_pct = floor_pct > base_pct ? base_pct : floor_pct;
@@ -159,6 +160,29 @@ static uint32_t cap_most(size_t c) {
     if (most <= builtin) return most;
     uint32_t by_bytes = (uint32_t)(grow_bytes / _hak_class_size[c]);
     return by_bytes >= most ? most : by_bytes > builtin ? by_bytes : builtin;
+}
+
+/* Bytes of blocks by which h's classes other than c may hold more than their built-in depth. */
+static size_t grown_elsewhere(const hak_heap_t *h, size_t c) {
+    size_t sum = 0;
+    for (size_t k = 0; k < HAK_NCLASSES; k++) {
+        uint32_t builtin = cap_scaled(k, 100);
+        if (k != c && h->tc[k].cap > builtin) sum += (size_t)(h->tc[k].cap - builtin) * _hak_class_size[k];
+    }
+    return sum;
+}
+
+/* The depth of class c after a refill that follows flushes, from the depth `from` it had
+ * before them: doubled, up to cap_most, and past the built-in depth only while the heap's
+ * classes together stay within heap_grow_bytes past theirs (a thread keeps a few deep
+ * caches for the classes it cycles through, not all of them deep: they stay when it idles). */
+static uint32_t cap_grown(const hak_heap_t *h, size_t c, uint32_t from) {
+    uint32_t most = cap_most(c), to = from * 2 < most ? from * 2 : most;
+    uint32_t builtin = cap_scaled(c, 100);
+    if (to <= builtin || heap_grow_bytes == 0) return to;
+    size_t other = grown_elsewhere(h, c);
+    size_t extra = other < heap_grow_bytes ? (heap_grow_bytes - other) / _hak_class_size[c] : 0;
+    return extra < to - builtin ? builtin + (uint32_t)extra : to;
 }
 
 /* A new depth for a tcache (owner, slow path): what it holds beyond the depth goes home. */
@@ -323,13 +347,15 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     h->st.refills[c]++;
     h->slow_ticks++;
     h->active |= 1ull << c;
-    if (h->drain[c] > 0 && tc->cap < cap_most(c)) {     /* flushed since the last refill */
+    if (h->drain[c] > 0) {                              /* flushed since the last refill */
         /* the flushes were a swing after all, drain-halved ones included: the depth before
          * them, doubled (else a batch deeper than the cache halves it every round) */
         uint32_t from = h->drain_cap[c] > tc->cap ? h->drain_cap[c] : tc->cap;
-        uint32_t grown = from * 2, most = cap_most(c);
-        tc->room += (grown < most ? grown : most) - tc->cap;      /* the cache is empty */
-        tc->cap = grown < most ? grown : most;
+        uint32_t to = cap_grown(h, c, from);
+        if (to > tc->cap) {
+            tc->room += to - tc->cap;                           /* the cache is empty */
+            tc->cap = to;
+        }
     }
     h->drain[c] = 0;
     h->drain_cap[c] = 0;

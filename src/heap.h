@@ -40,10 +40,11 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p);
 void _hak_heap_init_key(void);             /* the thread-exit key (process start-up) */
 /* Thread-cache depths: heaps start at base_pct of the built-in depth (at most base_bytes
  * of blocks, when not 0) and move between floor_pct and max_pct, past the built-in depth
- * only while a class's cache holds at most grow_bytes (learn.c; 100/100/100 is the fixed
- * policy). */
+ * only while a class's cache holds at most grow_bytes and the heap's classes together hold
+ * at most heap_grow_bytes more than their built-in depths (0: no bound) (learn.c;
+ * 100/100/100 is the fixed policy). */
 void _hak_heap_set_cache_policy(unsigned floor_pct, unsigned base_pct, size_t base_bytes,
-                                unsigned max_pct, size_t grow_bytes);
+                                unsigned max_pct, size_t grow_bytes, size_t heap_grow_bytes);
 /* free's flush of a full cache. */
 void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc);
 /* The owner's housekeeping of its heap h: unused classes' caches go home (see heap.c). */

@@ -46,14 +46,15 @@ typedef struct {
     long cap_lo, cap_start, cap_hi;              /* dirty cap, MiB */
     unsigned tc_floor, tc_base, tc_max;          /* thread-cache depth, % of built-in */
     size_t tc_base_bytes, tc_grow;               /* base within this; past built-in within */
+    size_t tc_heap_grow;                         /* a heap's classes past theirs within this */
     bool pages;                                  /* housekeeping gives pages back */
     uint64_t up_rate;                            /* refaulted bytes a second worth keeping more */
 } objective_t;
 
 static const objective_t objectives[4] = {
-    [SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20, false,           0 },
-    [BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10, 128 << 10, true, 256ull << 20 },
-    [MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0, true,   UINT64_MAX },
+    [SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20,       0, false,           0 },
+    [BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10,   1 << 20, 2 << 20,  true, 256ull << 20 },
+    [MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0,       0,  true,   UINT64_MAX },
 };
 
 #define MIB ((uint64_t)1 << 20)
@@ -85,7 +86,7 @@ void _hak_learn_init(void) {
     if (learn_cap) _hak_learned_start(i_cap, obj->cap_start);
     if (!_hak_option_explicit(&_hak_opt.tcache_max)) {
         _hak_heap_set_cache_policy(obj->tc_floor, obj->tc_base, obj->tc_base_bytes, obj->tc_max,
-                                   obj->tc_grow);
+                                   obj->tc_grow, obj->tc_heap_grow);
         static const char *const tiers[] = { "tcache_tiny", "tcache_mid", "tcache_large" };
         for (size_t t = 0; t < 3; t++) {           /* the depth heaps start at now */
             int i = _hak_learned_find(tiers[t]);
