@@ -225,12 +225,43 @@ bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split
     return true;
 }
 
+/* Whether the host takes back the guest's free memory: a virtio balloon with free page
+ * reporting (feature bit 5, VIRTIO_BALLOON_F_REPORTING). The guest reports free blocks of
+ * 2 MiB and more, the host discards them, and the next touch of one faults in the host
+ * too — and a transparent huge page is always such a block, so each fresh one costs 512
+ * host faults where a small page, from the guest's lower-order free lists, costs none.
+ * Read once, lazily, without malloc (the devices are virtio0, virtio1, ...). */
+static bool host_reclaims_free_memory(void) {
+    static _Atomic int known;                      /* 0: not read yet, 1: no, 2: yes */
+    int k = relaxed_load(&known);
+    if (k != 0) return k == 2;
+    static const char dir[] = "/sys/bus/virtio/drivers/virtio_balloon/virtio";
+    char path[sizeof dir + 16], feat[8];
+    bool yes = false;
+    for (int i = 0; i < 32 && !yes; i++) {
+        char *p = path + sizeof dir - 1;
+        memcpy(path, dir, sizeof dir - 1);
+        if (i >= 10) *p++ = (char)('0' + i / 10);
+        *p++ = (char)('0' + i % 10);
+        memcpy(p, "/features", sizeof "/features");
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, feat, sizeof feat);
+        close(fd);
+        yes = n >= 6 && feat[5] == '1';
+    }
+    relaxed_store(&known, yes ? 2 : 1);
+    return yes;
+}
+
 /* HAKMEM_THP=auto: a huge block asks for transparent huge pages in the 2 MiB pages its
  * payload fills entirely — one fault instead of 512 for each, and no page larger than what
- * the program asked for. *done remembers how far the mapping was advised already. */
+ * the program asked for — unless the host takes freed memory back (above): there a fresh
+ * huge page costs more than the 512 small faults it saves (docs/BENCHMARKS.md, huge_loop).
+ * *done remembers how far the mapping was advised already. */
 void _hak_os_thp_cover(void *base, size_t used, size_t *done) {
     size_t len = used & ~HAK_SS_MASK;
-    if (_hak_opt.thp != 0 || len <= *done) return;
+    if (_hak_opt.thp != 0 || len <= *done || host_reclaims_free_memory()) return;
     madvise((char *)base + *done, len - *done, MADV_HUGEPAGE);
     *done = len;
 }
