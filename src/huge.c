@@ -170,6 +170,47 @@ static hak_huge_t *cache_take(size_t need, size_t malign, size_t limit, void **t
     return h;
 }
 
+/* The largest cached mapping that is still resident (not purged), taken out of the cache
+ * under huge_lock, for a request that no cached mapping is large enough for: growing it
+ * faults in only its new part, where a fresh mapping faults in all of it. */
+static hak_huge_t *cache_take_largest(void) {
+    hak_huge_t **best = NULL;
+    for (hak_huge_t **pp = &cache; *pp != NULL; pp = &(*pp)->next)
+        if (!(*pp)->purged && (best == NULL || (*pp)->maplen > (*best)->maplen)) best = pp;
+    if (best == NULL) return NULL;
+    hak_huge_t *h = *best;
+    *best = h->next;
+    cache_bytes -= h->maplen;
+    return h;
+}
+
+static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen);
+
+/* A cached mapping c (taken out of the cache) grown to maplen bytes: in place where the
+ * address space after it is free, else moved (huge_move's invariants hold: c is nobody's
+ * block). Returns its header, or NULL with c back in the cache as it was. */
+static hak_huge_t *cache_grow(hak_huge_t *c, size_t maplen) {
+    size_t oldlen = c->maplen;
+    hak_huge_t *h = NULL;
+    if (_hak_os_remap_aligned_inplace(c, oldlen, maplen, c->thp_len)) {
+        if (_hak_registry_add_huge(c, (char *)c + oldlen, maplen - oldlen)) h = c;
+        else _hak_os_unmap((char *)c + oldlen, maplen - oldlen);   /* registered nowhere */
+    }
+    if (h == NULL) h = huge_move(c, maplen);
+    if (h == NULL) {
+        hak_lock(&huge_lock);
+        c->next = cache;
+        cache = c;
+        cache_bytes += oldlen;
+        huge_unlock();
+        return NULL;
+    }
+    h->maplen = maplen;
+    HAK_STAT_ADD(huge_mapped, maplen - oldlen);
+    _hak_counters_note_mapped();
+    return h;
+}
+
 static void unmap_tail(void *tail, size_t len) {
     if (len == 0) return;
     _hak_registry_remove(tail, len);
@@ -232,11 +273,16 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     hak_lock(&huge_lock);
     recent_need[recent_next++ % RECENT] = maplen;
     hak_huge_t *h = cache_take(maplen, malign, budget(now), &tail, &tail_len);
+    hak_huge_t *grow = h == NULL && malign == HAK_SS_SIZE ? cache_take_largest() : NULL;
     if (cache != NULL) purge_cache_locked(false);
     huge_unlock();
     unmap_tail(tail, tail_len);
     HAK_STAT_ADD(huge_allocs, 1);
     HAK_STAT_ADD(huge_live, 1);
+    if (grow != NULL) {
+        h = cache_grow(grow, maplen);
+        if (h != NULL) HAK_STAT_ADD(bigcache_misses, 1);         /* fresh memory: in part */
+    }
     if (h != NULL) {
         char *p = (char *)h + off;
         /* past `used` the mapping reads as zero: never written, or purged with MADV_DONTNEED
