@@ -10,9 +10,9 @@
 
 #include "check.h"
 
-/* A field of /proc/self/status ("VmRSS:", "VmSize:", ...) in KiB, read without
+/* The number in a field of /proc/self/status ("VmRSS:", "Threads:", ...), read without
  * allocating. */
-static inline long status_kib(const char *field)
+static inline long status_number(const char *field)
 {
     char buf[8192];
     int fd = open("/proc/self/status", O_RDONLY);
@@ -25,6 +25,9 @@ static inline long status_kib(const char *field)
     REQUIRE(s != NULL, "no %s in /proc/self/status", field);
     return strtol(s + strlen(field), NULL, 10);
 }
+
+/* A field in KiB ("VmRSS:", "VmSize:", ...). */
+static inline long status_kib(const char *field) { return status_number(field); }
 
 /* VmRSS, in KiB. */
 static inline long rss_kib(void) { return status_kib("VmRSS:"); }

@@ -5,28 +5,16 @@
  * before its first allocation made its heap in the child, which counted as another thread.
  * Here a thread that never allocated forks after two others did; the child allocates and
  * frees 100 MiB and must still have one thread. Runs on the hak_* API. */
-#include <fcntl.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "internals.h"
 #include "../helpers/check.h"
+#include "../helpers/proc.h"
 
 enum { BLOCK = 4000, NBLOCKS = (100 << 20) / BLOCK };
 static void *blocks[NBLOCKS];
-
-static int threads_now(void) {
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = 0;
-    const char *s = strstr(buf, "Threads:");
-    return s ? atoi(s + 8) : -1;
-}
 
 static void *allocates(void *arg) {
     hak_free(hak_malloc(100));
@@ -46,7 +34,7 @@ static void *forks(void *arg) {
         }
         for (int i = 0; i < NBLOCKS; i++) hak_free(blocks[i]);
         usleep(50 * 1000);                       /* time for a thread to have started */
-        _exit(threads_now() == 1 ? 0 : 1);
+        _exit(status_number("Threads:") == 1 ? 0 : 1);
     }
     int st;
     REQUIRE(waitpid(pid, &st, 0) == pid);
