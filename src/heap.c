@@ -231,6 +231,7 @@ static hak_heap_t *heap_new(void) {
     h->active = 0;
     memset(h->drain, 0, sizeof h->drain);
     memset(h->drain_cap, 0, sizeof h->drain_cap);
+    memset(h->ramp, 0, sizeof h->ramp);
     h->housekept_ms = 0;
     h->flush_run = 0;
     hak_unlock(&h->lock);
@@ -337,6 +338,8 @@ static void park_full(hak_bin_t *bin, hak_span_t *s) {
     }
 }
 
+enum { RAMP_REFILLS = 7 };                  /* 4 << 6 = 256, the deepest built-in depth */
+
 /* *zero: the block returned is untouched memory of a span known to be zero. */
 static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     hak_tcache_t *tc = &h->tc[c];
@@ -362,7 +365,14 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
     h->flush_run = 0;
     if (relaxed_load(&h->notified) != NULL) drain_notified(h);
     hak_bin_t *bin = &h->bins[c];
+    /* Slow start: a heap's first refills of a class take 4, 8, 16, ... blocks, then half the
+     * depth. A thread that lives briefly, or uses a class a little, does not take half a
+     * cache of every class it touches — and send it all home again at its exit. */
     uint32_t want = tc->cap / 2 + 1;
+    if (h->ramp[c] < RAMP_REFILLS) {
+        uint32_t ramp = 4u << h->ramp[c]++;
+        if (ramp < want) want = ramp;
+    }
     for (;;) {
         hak_span_t *s = bin->cur;
         if (s != NULL) {
@@ -806,6 +816,7 @@ void _hak_heap_housekeep(hak_heap_t *h, bool pages) {
         if (tc->head != NULL) _hak_heap_flush(h, tc, 0);
         if (tc->cap != cap_base(c)) set_cap(h, tc, cap_base(c));
         h->drain_cap[c] = 0;
+        h->ramp[c] = 0;                              /* back in use: a slow start again */
         if (!pages) continue;
         hak_lock(&h->lock);
         hak_bin_t *bin = &h->bins[c];

@@ -213,6 +213,8 @@ struct hak_heap_s {
     uint16_t drain_cap[HAK_NCLASSES];          /* the depth before a drain halved it (0:
                                                   none since the last refill) */
     uint32_t flush_run;                        /* flushes, any class, since the last refill */
+    uint8_t ramp[HAK_NCLASSES];                /* refills of the class so far, up to
+                                                  RAMP_REFILLS (heap.c: slow start) */
     uint64_t housekept_ms;                     /* when the owner last did housekeeping */
     hak_heap_t *next_all;                      /* every heap ever made */
     hak_heap_t *next_free;                     /* recycled heaps */

@@ -1,0 +1,63 @@
+/* Slow start of refills (heap.c, refill_locked): a heap's first refill of a class takes 4
+ * blocks, the next ones 8, 16, ... up to half the depth, so a thread that lives briefly
+ * does not take (and send home at its exit) half a cache of every class it touches; a class
+ * that housekeeping found idle starts slowly again. Runs on the hak_* API, in a fresh
+ * thread (a fresh heap). */
+#include <pthread.h>
+
+#include "internals.h"
+#include "../helpers/check.h"
+
+enum { BS = 48, N = 600 };
+static void *b[N];
+
+/* Takes blocks until the class has refilled `refills` times in all; returns how many blocks
+ * the last refill brought (what the cache holds then, plus the one handed out). */
+static uint32_t take_until(hak_heap_t *h, size_t c, uint64_t refills, int *n) {
+    hak_tcache_t *tc = &h->tc[c];
+    while (h->st.refills[c] < refills) {
+        REQUIRE(*n < N);
+        REQUIRE((b[(*n)++] = hak_malloc(BS)) != NULL);
+    }
+    return hak_tc_count(tc) + 1;
+}
+
+static void *body(void *arg) {
+    (void)arg;
+    size_t c = hak_size_class(BS);
+    int n = 0;
+    REQUIRE((b[n++] = hak_malloc(BS)) != NULL);
+    hak_heap_t *h = _hak_thread_heap;
+    REQUIRE(h != &_hak_empty_heap && h->st.refills[c] == 1);
+    hak_tcache_t *tc = &h->tc[c];
+    uint32_t half = tc->cap / 2 + 1;
+    CHECK(hak_tc_count(tc) + 1 == 4, "first refill brought %u blocks, want 4",
+          (unsigned)hak_tc_count(tc) + 1);
+    uint32_t want = 8;
+    for (uint64_t r = 2; r <= 8; r++, want *= 2) {
+        uint32_t got = take_until(h, c, r, &n);
+        uint32_t expect = want < half ? want : half;
+        CHECK(got == expect, "refill %llu brought %u blocks, want %u (half the depth: %u)",
+              (unsigned long long)r, got, expect, half);
+    }
+    for (int i = 0; i < n; i++) hak_free(b[i]);
+    _hak_heap_housekeep(h, false);                 /* used since the last one: stays */
+    _hak_heap_housekeep(h, false);                 /* idle: home, and a slow start again */
+    CHECK(tc->head == NULL && h->ramp[c] == 0, "an idle class kept its ramp (%u)", h->ramp[c]);
+    uint64_t r0 = h->st.refills[c];
+    n = 0;
+    REQUIRE((b[n++] = hak_malloc(BS)) != NULL);
+    CHECK(h->st.refills[c] == r0 + 1 && hak_tc_count(tc) + 1 == 4,
+          "after housekeeping the refill brought %u blocks, want 4", (unsigned)hak_tc_count(tc) + 1);
+    hak_free(b[0]);
+    check_thread_done();
+    return NULL;
+}
+
+int main(void) {
+    hak_free(hak_malloc(64));
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, body, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK_DONE("unit_slow_start");
+}
