@@ -346,6 +346,7 @@ def read_trace(path):
 
 def test_run_trace_writes_a_csv_and_a_picture(tool, tmp_path):
     py = python_exe()
+    plotter = _matplotlib_python()   # first: the run below draws only if matplotlib is there
     base = tmp_path / "trace"
     r = hakmem("run", "--trace", str(base), "--set", "TRACE_MS=10", "--", py, "-c", PY_PHASES,
                timeout=120)
@@ -366,7 +367,7 @@ def test_run_trace_writes_a_csv_and_a_picture(tool, tmp_path):
     assert max(row[rss] for row in rows) > 40 << 20, "the 40 MiB phases do not show"
     assert max(row[in_use] for row in rows) > 30 << 20, "the blocks in use do not show"
     assert rows[0][head.index("learned.purge_delay_ms")] == LEARN_START["PURGE_DELAY_MS"]
-    if _matplotlib_python() is None:
+    if plotter is None:
         assert "python3-matplotlib" in r.stderr, r.stderr
         pytest.skip("matplotlib is not installed and could not be installed "
                     "(python3-matplotlib): the CSV was checked, not the picture")
