@@ -3,7 +3,9 @@
  * The first call into hakmem (from anywhere: the dynamic loader, a constructor, a thread
  * started before main) initialises it. Initialisation calls nothing that allocates until
  * the allocator core is usable (state 2); only then does it register the thread-exit key
- * and the fork handlers, which may call malloc — and find it working. */
+ * and the fork handlers, which may call malloc — and find it working. Everything a heap
+ * reads when it is made (options, classes, the learned cache policy) is set before state 2:
+ * from then on other threads make heaps. */
 #include "diag.h"
 #include "heap.h"
 #include "huge.h"
@@ -68,14 +70,18 @@ void _hak_init(void) {
         _hak_options_init();
         _hak_size_class_init();
         _hak_options_verbose();
+        /* The learned parameters and the cache policy before "core ready": from then on
+         * other threads make heaps, whose depths read that policy (a thread that started
+         * meanwhile read it while it was written; TSan saw it in stress_long). Neither
+         * allocates. */
+        _hak_policy_register_params();
+        _hak_learn_init();
         atomic_store_explicit(&_hak_init_state, 2, memory_order_release);
         _hak_heap_init_key();
         pthread_atfork(fork_prepare, fork_parent, fork_child);
         _hak_crash_handler_install(known_functions,
                                    (int)(sizeof known_functions / sizeof known_functions[0]));
         _hak_stats_init();
-        _hak_policy_register_params();
-        _hak_learn_init();
         atomic_store_explicit(&_hak_init_state, 3, memory_order_release);
     }
     hak_unlock(&init_lock);
