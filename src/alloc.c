@@ -126,21 +126,36 @@ static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
     tc_push(tc, p);
 }
 
-/* A block of a span whose thread has exited: this thread adopts the span and frees the
- * block locally (not in checked mode, where every free goes through the checks of the
- * remote path), unless someone else took the span first. */
-static SLOW_PATH void free_abandoned(hak_span_t *s, void *p, uint64_t *count) {
-    if (!_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
+/* The rare ends of a free of another thread's block: a span whose thread has exited (this
+ * thread adopts the span and frees the block locally, unless someone else took the span
+ * first; not in checked mode, where every free goes through the checks of the remote
+ * path), checked mode itself, and a thread with no heap yet to count the free in (it gets
+ * one, so that a thread that only consumes what others allocate frees on the common path;
+ * past its exit it has none, and a shared counter counts it). */
+static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, hak_heap_t *owner) {
+    hak_heap_t *me = _hak_heap_thread();
+    uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;
+    if (owner == NULL && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
+    if (me != NULL && (uintptr_t)owner > (uintptr_t)HAK_CHECK_OWNER) {
+        if (_hak_span_push_remote(s, p)) (*count)++;
+        return;
+    }
     _hak_span_free_remote(s, p, count);
 }
 
-/* Another thread's block: freed remotely, counted by this thread. */
+/* Another thread's block: one CAS onto its span's remote list, counted by this thread. In
+ * checked mode every unit's owner slot holds HAK_CHECK_OWNER, so one compare sends both an
+ * abandoned span (no owner) and checked mode to the slow end. */
 static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p) {
-    hak_heap_t *me = _hak_thread_heap;
+    hak_heap_t *owner = relaxed_load(&u->owner), *me = _hak_thread_heap;
     hak_span_t *s = &ss->spans[u->span];
-    uint64_t *count = likely(me != &_hak_empty_heap) ? &me->st.remote_frees[u->cls] : NULL;
-    if (unlikely(relaxed_load(&u->owner) == NULL)) free_abandoned(s, p, count);
-    else _hak_span_free_remote(s, p, count);
+    if (likely((uintptr_t)owner > (uintptr_t)HAK_CHECK_OWNER && me != &_hak_empty_heap)) {
+        /* the counter first: once pushed, the block may be collected and its span reused */
+        uint64_t *count = &me->st.remote_frees[u->cls];
+        if (likely(_hak_span_push_remote(s, p))) (*count)++;
+        return;
+    }
+    free_other_slow(s, p, owner);
 }
 
 /* A block in the thread's cache carries the cache's address in its second word: a free

@@ -269,6 +269,11 @@ static hak_heap_t *thread_init(void) {
     return h;
 }
 
+hak_heap_t *_hak_heap_thread(void) {
+    hak_heap_t *h = _hak_thread_heap;
+    return h != &_hak_empty_heap ? h : thread_init();
+}
+
 static void thread_exit(void *heap);
 
 /* At start-up, once the allocator core works (pthread_key_create may allocate). */
@@ -576,8 +581,8 @@ static bool return_block(hak_heap_t *h, void *b) {
  * (not into the tcache, where it would pin the span). false: someone else owns the span
  * now (the caller frees remotely). */
 bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
-    hak_heap_t *h = _hak_thread_heap;
-    if (h == &_hak_empty_heap && (h = thread_init()) == NULL) return false;   /* late */
+    hak_heap_t *h = _hak_heap_thread();
+    if (h == NULL) return false;                                           /* late */
     /* (p is a live block of s, so s keeps its class while this runs) */
     pthread_mutex_t *lock = aband_lock(s->cls);
     hak_lock(lock);

@@ -27,6 +27,10 @@ void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n, bool clear);
  * uncoloured span have it): from the tcache, else from an uncoloured span of the heap.
  * NULL: no memory. h is a thread's own heap. */
 void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t cls, size_t align);
+/* The calling thread's heap, made now if it has none (a thread that only frees other
+ * threads' blocks gets one at its first such free). NULL: past the thread's exit, or no
+ * memory. */
+hak_heap_t *_hak_heap_thread(void);
 void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 void _hak_heap_flush_all(hak_heap_t *h);
 /* Reclaim: remote-freed blocks home, empty spans back to the pool; deep: the free pages of

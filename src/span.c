@@ -139,20 +139,15 @@ static SLOW_PATH uint32_t repair_remote(hak_span_t *s, void *head, void **tail) 
     return n;
 }
 
-/* Blocks other threads freed come home to the free list. Acquire pairs with the freers'
- * release: their writes of the link (and of the block, before free) are visible here. */
-uint32_t _hak_span_collect_remote(hak_span_t *s) {
-    if ((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0) return 0;
-    uintptr_t v = atomic_fetch_and_explicit(&s->remote, (uintptr_t)HAK_RS_MASK,
-                                            memory_order_acquire);
-    void *head = (void *)(v & ~(uintptr_t)HAK_RS_MASK);
-    if (head == NULL) return 0;
-    /* The walk checks each link with the span's bounds and block size held in registers
-     * (the links are remote frees: many per collection on producer/consumer programs). */
+/* The walk of a collected remote list: each link is checked with the span's bounds and
+ * block size held in registers (the links are remote frees: many per collection on
+ * producer/consumer programs). `checked` is a constant in each caller. Returns the length
+ * kept; *tailp is its last block, *cutp its cut-th (NULL if it is shorter). */
+FAST_PATH uint32_t walk_remote(hak_span_t *s, void *head, bool checked, uint32_t cut,
+                               void **tailp, void **cutp) {
     bounds_t k = bounds_of(s);
     uint32_t n = 1, used = s->used;
-    bool checked = _hak_opt.check;
-    void *tail = head;
+    void *tail = head, *at = cut == 1 ? head : NULL;
     for (;;) {
         void *next = *(void **)tail;
         if (unlikely(next != NULL && !in_bounds(k, next)) ||
@@ -163,18 +158,44 @@ uint32_t _hak_span_collect_remote(hak_span_t *s) {
         }
         if (next == NULL) break;
         if (unlikely(n >= used)) {            /* more blocks back than were out: a cycle */
-            n = repair_remote(s, head, &tail);
+            void *end;                        /* (tail itself stays in a register) */
+            n = repair_remote(s, head, &end);
+            tail = end;
+            at = NULL;                        /* (the fill walks this rare list itself) */
             break;
         }
         tail = next;
         n++;
+        at = n == cut ? tail : at;
     }
+    *tailp = tail;
+    *cutp = at;
+    return n;
+}
+
+/* Blocks other threads freed come home to the free list. Acquire pairs with the freers'
+ * release: their writes of the link (and of the block, before free) are visible here.
+ * *cutp: the cut-th block of the list collected, or NULL (the fill's cut, below). */
+static uint32_t collect_remote(hak_span_t *s, uint32_t cut, void **cutp) {
+    *cutp = NULL;
+    if ((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0) return 0;
+    uintptr_t v = atomic_fetch_and_explicit(&s->remote, (uintptr_t)HAK_RS_MASK,
+                                            memory_order_acquire);
+    void *head = (void *)(v & ~(uintptr_t)HAK_RS_MASK), *tail;
+    if (head == NULL) return 0;
+    uint32_t n = unlikely(_hak_opt.check) ? walk_remote(s, head, true, cut, &tail, cutp)
+                                          : walk_remote(s, head, false, cut, &tail, cutp);
     link_set(tail, s->free);
     s->free = head;
     s->nfree += n;
     hak_assert(s->used >= n);
     s->used -= n;
     return n;
+}
+
+uint32_t _hak_span_collect_remote(hak_span_t *s) {
+    void *cut;
+    return collect_remote(s, 0, &cut);
 }
 
 /* ---- pages of a span in use ------------------------------------------------------------
@@ -283,7 +304,10 @@ static bool restore_page(hak_span_t *s) {
  * *zero tells whether *first is untouched memory of a zeroed span. */
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero) {
     /* (checked mode reuses freed blocks first, so their fill is verified soon) */
-    if (s->free == NULL && (s->bump == s->end || unlikely(_hak_opt.check))) _hak_span_collect_remote(s);
+    /* A list collected here was just walked and checked whole: the walk also found where
+     * this fill cuts it, and the fill does not walk it again. */
+    void *cut = NULL;
+    if (s->free == NULL && (s->bump == s->end || unlikely(_hak_opt.check))) collect_remote(s, want, &cut);
     if (s->free == NULL && s->bump == s->end) restore_page(s);
     if (s->free != NULL) {
         void *head = s->free, *last = head;
@@ -292,13 +316,18 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
             n = s->nfree;
             s->free = NULL;
         } else {
-            bounds_t k = bounds_of(s);
-            bool checked = _hak_opt.check;
-            for (n = 1; n < want; n++) {
-                void *next = *(void **)last;
-                if (unlikely(next == NULL || !in_bounds(k, next)) ||
-                    unlikely(checked && !link_ok_checked(s, last, next))) break;
-                last = next;
+            if (cut != NULL) {
+                n = want;
+                last = cut;
+            } else {
+                bounds_t k = bounds_of(s);
+                bool checked = _hak_opt.check;
+                for (n = 1; n < want; n++) {
+                    void *next = *(void **)last;
+                    if (unlikely(next == NULL || !in_bounds(k, next)) ||
+                        unlikely(checked && !link_ok_checked(s, last, next))) break;
+                    last = next;
+                }
             }
             void *rest = *(void **)last;
             if (unlikely(!link_ok(s, last, rest) || (rest == NULL && n < s->nfree))) {
@@ -351,8 +380,8 @@ static SLOW_PATH void remote_double_free(hak_span_t *s, void *p) {
     _hak_report("free", HAK_ERR_DOUBLE_FREE, p, s->bsize);
 }
 
-static SLOW_PATH void remote_noheap_count(hak_span_t *s) {
-    HAK_STAT_ADD(remote_frees_noheap[s->cls], 1);
+static SLOW_PATH void remote_noheap_count(unsigned cls) {
+    HAK_STAT_ADD(remote_frees_noheap[cls], 1);
 }
 
 /* We moved the span out of FULL: tell the owner, who waits for us before exiting. */
@@ -363,14 +392,15 @@ static SLOW_PATH void remote_notify(hak_span_t *s) {
 
 /* Release: the block's contents and link are published with it. Acquire: reading FULL
  * here means the owner parked the span (its list links, s->owner) before this. `checked`
- * is a constant in each caller: checked mode also writes the link's key word. */
-FAST_PATH void push_remote(hak_span_t *s, void *p, uint64_t *count, bool checked) {
+ * is a constant in each caller: checked mode also writes the link's key word. false: p
+ * was already on top of the list (freed twice in a row), reported and not pushed. */
+FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked) {
     uintptr_t old = relaxed_load(&s->remote), nv;
     do {
         void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
         if (unlikely(top == p)) {            /* the same block freed twice in a row */
             remote_double_free(s, p);
-            return;
+            return false;
         }
         *(void **)p = top;
         if (checked) ((uintptr_t *)p)[1] = (uintptr_t)top ^ LINK_KEY;
@@ -378,13 +408,20 @@ FAST_PATH void push_remote(hak_span_t *s, void *p, uint64_t *count, bool checked
         nv = (uintptr_t)p | (st == HAK_RS_FULL ? HAK_RS_NOTIFYING : st);
     } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_acq_rel,
                                                     memory_order_relaxed));
-    if (likely(count != NULL)) (*count)++;
-    else remote_noheap_count(s);
     if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
+    return true;
+}
+
+/* (cls read before the push: once pushed, the block may be collected and its span reused) */
+static void count_remote(unsigned cls, uint64_t *count, bool pushed) {
+    if (!pushed) return;
+    if (likely(count != NULL)) (*count)++;
+    else remote_noheap_count(cls);
 }
 
 static SLOW_PATH void free_remote_checked(hak_span_t *s, void *p, uint64_t *count) {
-    if (_hak_check_free(s, p)) push_remote(s, p, count, true);
+    unsigned cls = s->cls;
+    if (_hak_check_free(s, p)) count_remote(cls, count, push_remote(s, p, true));
 }
 
 void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
@@ -393,9 +430,15 @@ void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
         return;
     }
     HAK_DEBUG_FREED(p);
-    push_remote(s, p, count, false);
+    unsigned cls = s->cls;
+    count_remote(cls, count, push_remote(s, p, false));
 }
 
+/* (always_inline: in the one translation unit, free's remote path is this CAS, no call) */
+__attribute__((always_inline)) inline bool _hak_span_push_remote(hak_span_t *s, void *p) {
+    HAK_DEBUG_FREED(p);
+    return push_remote(s, p, false);
+}
 
 /* Release: the drain's acquire exchange sees s->notify_next. */
 void _hak_span_notify_push(_Atomic(hak_span_t *) *stack, hak_span_t *s) {
