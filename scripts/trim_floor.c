@@ -9,9 +9,15 @@
  * in allocation order. Span ends, page-aligned metadata and the program's own pages are
  * left out, so both are lower bounds.
  *
+ * A second argument lays the blocks out by size classes of another allocator's kind instead
+ * of the one it runs under: stepN (every multiple of N bytes a class) or perdoubleK
+ * (16-byte steps up to 128 B, then K classes per doubling, as hakmem's with K = 4): how the
+ * floor moves with the granularity of the classes.
+ *
  *     cc -O2 -Ibench -o build/trim_floor scripts/trim_floor.c
  *     LD_PRELOAD=build/libhakmem.so build/trim_floor 1073741824      # memory, full mode
- *     LD_PRELOAD=build/libhakmem.so build/trim_floor 134217728       # memory, quick mode */
+ *     LD_PRELOAD=build/libhakmem.so build/trim_floor 134217728       # memory, quick mode
+ *     build/trim_floor 134217728 step64                              # 16 classes to 1 KiB */
 #include <malloc.h>
 #include "bench_common.h"
 
@@ -23,15 +29,37 @@ static size_t pages_marked(const unsigned char *map, size_t n) {
     return k;
 }
 
+/* The class that serves sz under a synthetic layout (see above); 0 for a bad spec. */
+static size_t synthetic_class(const char *spec, size_t sz) {
+    unsigned long k;
+    if (sscanf(spec, "step%lu", &k) == 1 && k >= 16 && k % 16 == 0) return (sz + k - 1) / k * k;
+    if (sscanf(spec, "perdouble%lu", &k) == 1 && k >= 1 && k <= 8) {
+        if (sz <= 128) return (sz + 15) & ~(size_t)15;
+        size_t p = 128;
+        while (2 * p < sz) p *= 2;                      /* p < sz <= 2p */
+        size_t step = p / k;
+        return (sz + step - 1) / step * step;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     long long bytes = argc > 1 ? atoll(argv[1]) : 1LL << 30;
+    const char *layout = argc > 2 ? argv[2] : NULL;
     const size_t lo = 16, hi = 1024, free_pct = 90, group = 1000;   /* memory.c's defaults */
     if (bytes <= 0) {
-        fprintf(stderr, "usage: trim_floor [bytes of the burst]\n");
+        fprintf(stderr, "usage: trim_floor [bytes of the burst] [stepN | perdoubleK]\n");
         return 2;
     }
     size_t usable[1025];
     for (size_t sz = lo; sz <= hi; sz++) {
+        if (layout != NULL) {
+            if ((usable[sz] = synthetic_class(layout, sz)) == 0) {
+                fprintf(stderr, "trim_floor: unknown layout '%s' (stepN or perdoubleK)\n", layout);
+                return 2;
+            }
+            continue;
+        }
         void *p = malloc(sz);
         usable[sz] = malloc_usable_size(p);
         free(p);
@@ -75,7 +103,7 @@ int main(int argc, char **argv) {
     for (size_t u = 0; u < 2048; u++)
         if (by_class[u] != NULL) classed += pages_marked(by_class[u], npages);
     printf("burst %lld bytes, %zu blocks: %.1f MiB live; pages holding a live block: "
-           "%.1f MiB by size class, %.1f MiB in one heap\n", bytes, n, live / 1048576.0,
-           classed * (double)PAGE / 1048576.0, pages_marked(heap, npages) * (double)PAGE / 1048576.0);
+           "%.1f MiB by size class (%s), %.1f MiB in one heap\n", bytes, n, live / 1048576.0,
+           classed * (double)PAGE / 1048576.0, layout != NULL ? layout : "this allocator's classes", pages_marked(heap, npages) * (double)PAGE / 1048576.0);
     return 0;
 }
