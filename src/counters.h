@@ -5,7 +5,7 @@
 #include "internal.h"
 
 typedef struct hak_gstats_s {
-    _Atomic uint64_t remote_frees_noheap[HAK_NCLASSES]; /* from threads that never allocated */
+    _Atomic uint64_t remote_frees_noheap[HAK_NCLASSES]; /* from threads past their exit (no heap) */
     _Atomic int64_t  spans_live[HAK_NCLASSES];
     _Atomic uint64_t superslabs_live, superslabs_peak;
     _Atomic uint64_t ss_mapped, clean_bytes;           /* superslab bytes; free and zero */

@@ -7,7 +7,8 @@
 uint32_t _hak_span_collect_remote(hak_span_t *s);
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero);
 /* A free from a thread that does not own s. `count`: the freeing thread's counter of remote
- * frees of the class (NULL: the thread has no heap; a global counter is used). */
+ * frees of the class (NULL: the thread is past its exit and has no heap; a global counter
+ * is used). */
 void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count);
 /* The same for free's common case, which counts it itself: s has an owner and checked mode
  * is off. false: p was freed twice (reported), not pushed. */
