@@ -98,10 +98,18 @@ static SLOW_PATH void free_slow(void *p) {
     _hak_report("free", HAK_ERR_FOREIGN, p, 0);
 }
 
-/* The tcache is over its capacity: half of it goes home. The thread's heap is read here,
- * not passed: an argument that the fast path must keep in the first register costs free a
- * register copy. */
+/* free's countdown ran out. Mallocs since it was set may have left room (they count only
+ * nalloc, heap.h): then it starts again from what is left, unless that is under an eighth
+ * of the depth (the flush might as well come now: a cache that hovers near full would
+ * otherwise come here every few frees). Else the cache is over its depth and half of it
+ * goes home. The thread's heap is read here, not passed: an argument that the fast path
+ * must keep in the first register costs free a register copy. */
 static SLOW_PATH void flush_slow(hak_tcache_t *tc) {
+    uint32_t left = hak_tc_room(tc);
+    if (left > tc->cap / 8) {
+        hak_tc_set_room(tc, left);
+        return;
+    }
     hak_heap_t *h = _hak_thread_heap;
     _hak_heap_flush_full(h, tc);
     _hak_purge_thread_poll();

@@ -188,7 +188,7 @@ static uint32_t cap_grown(const hak_heap_t *h, size_t c, uint32_t from) {
 /* A new depth for a tcache (owner, slow path): what it holds beyond the depth goes home. */
 static void set_cap(hak_heap_t *h, hak_tcache_t *tc, uint32_t cap) {
     if (cap < hak_tc_count(tc)) _hak_heap_flush(h, tc, cap / 2);
-    tc->room = cap + 1 - hak_tc_count(tc);
+    hak_tc_set_room(tc, cap + 1 - hak_tc_count(tc));
     tc->cap = cap;
 }
 
@@ -224,7 +224,7 @@ static hak_heap_t *heap_new(void) {
     relaxed_store(&h->notified, NULL);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         h->tc[c].cap = _hak_opt.check ? 0 : cap_base(c);    /* checked: no caching */
-        h->tc[c].room = h->tc[c].cap + 1;
+        hak_tc_set_room(&h->tc[c], h->tc[c].cap + 1);
     }
     h->shared = 0;
     h->learn_countdown = 64;
@@ -247,7 +247,7 @@ static hak_heap_t *late_heap_get(void) {
     static pthread_mutex_t make_lock = HAK_LOCK_INIT;
     hak_lock(&make_lock);
     if ((h = late_heap) == NULL && (h = heap_new()) != NULL) {
-        for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = 0, h->tc[c].room = 1;
+        for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = 0, hak_tc_set_room(&h->tc[c], 1);
         h->shared = 1;
         atomic_store_explicit((_Atomic(hak_heap_t *) *)&late_heap, h, memory_order_release);
     }
@@ -387,7 +387,8 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
             uint32_t got = _hak_span_fill(s, tc, want, &first, zero);
             if (got) {
                 tc->moved += got;                   /* the first is handed out at once: */
-                tc->nalloc++;                       /* in, and out again */
+                tc->nalloc++;                       /* in, and out again (not out of the */
+                tc->base++;                         /* cache: its room stays) */
                 if (unlikely(_hak_opt.check)) {
                     *zero = false;
                     return _hak_check_alloc(s, first, n);
@@ -439,6 +440,7 @@ static void *aligned_locked(hak_heap_t *h, size_t c, size_t align) {
             if (_hak_span_fill(s, &one, 1, &first, &zero)) {
                 tc->moved++;                        /* in, and out again */
                 tc->nalloc++;
+                tc->base++;                         /* (the cache's room stays) */
                 if (!zero) ((void **)first)[1] = NULL;
                 return first;
             }
@@ -473,8 +475,7 @@ void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t c, size_t align) {
     for (void *b = tc->head; b != NULL && n-- > 0; link = (void **)b, b = *(void **)b) {
         if (((uintptr_t)b & (align - 1)) != 0) continue;
         *link = *(void **)b;                       /* out of the cache, as hak_tc_take */
-        tc->room++;
-        tc->nalloc++;
+        tc->nalloc++;                              /* (which gives the cache its room back) */
         HAK_DEBUG_HANDOUT(b);
         ((void **)b)[1] = NULL;
         return b;
@@ -645,7 +646,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
         b = *(void **)b;
     }
     if (prev) *(void **)prev = NULL; else tc->head = NULL;
-    tc->room = tc->cap + 1 - i;
+    hak_tc_set_room(tc, tc->cap + 1 - i);
     tc->moved -= (int64_t)(count - i);      /* out of the cache: sent home (or lost, damaged) */
     h->active |= 1ull << (tc - h->tc);
     hak_lock(&h->lock);
@@ -870,10 +871,17 @@ static void hand_back(hak_span_t *s) {
  * held came from a refill or a free, and left through a malloc or a flush, so frees =
  * mallocs - (refilled - flushed) + what it holds now. Read from another thread, a
  * snapshot. */
+/* heap.h's hak_tc_room, read from another thread: a racy snapshot */
+static uint32_t room_snapshot(const hak_tcache_t *tc) {
+    return __atomic_load_n(&tc->room, __ATOMIC_RELAXED) +
+           (uint32_t)__atomic_load_n(&tc->nalloc, __ATOMIC_RELAXED) -
+           __atomic_load_n(&tc->base, __ATOMIC_RELAXED);
+}
+
 static uint64_t tc_frees(const hak_tcache_t *tc) {
     uint64_t nalloc = __atomic_load_n(&tc->nalloc, __ATOMIC_RELAXED);
     int64_t moved = __atomic_load_n(&tc->moved, __ATOMIC_RELAXED);
-    uint32_t room = __atomic_load_n(&tc->room, __ATOMIC_RELAXED), cap = tc->cap;
+    uint32_t room = room_snapshot(tc), cap = tc->cap;
     int64_t held = room <= cap + 1 ? (int64_t)(cap + 1 - room) : 0;
     int64_t f = (int64_t)nalloc - moved + held;
     return f > 0 ? (uint64_t)f : 0;
@@ -940,7 +948,7 @@ void _hak_heap_stats_add(hak_stats_t *out) {
             k->remote_frees += r;
             /* blocks in the tcache: cap + 1 - room (a racy snapshot, never negative) */
             uint32_t cap = __atomic_load_n(&h->tc[c].cap, __ATOMIC_RELAXED);
-            uint32_t room = __atomic_load_n(&h->tc[c].room, __ATOMIC_RELAXED);
+            uint32_t room = room_snapshot(&h->tc[c]);
             k->cached += room <= cap + 1 ? cap + 1 - room : 0;
         }
         out->threads_live += !h->shared;

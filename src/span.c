@@ -343,6 +343,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         *first = head;
         tc->head = *(void **)head;
         tc->room = tc->cap + 1 - (n - 1);
+        tc->base = (uint32_t)tc->nalloc;          /* (heap.h's hak_tc_set_room) */
         *zero = false;
         /* the first block leaves hakmem: it must have been free, and untouched since */
         if (HAK_TRACK_FREE) {
@@ -368,6 +369,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         }
         tc->head = head;
         tc->room = tc->cap + 1 - (n - 1);
+        tc->base = (uint32_t)tc->nalloc;          /* (heap.h's hak_tc_set_room) */
         s->bump = b + (size_t)n * bs;
         s->used += n;
         return n;

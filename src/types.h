@@ -104,11 +104,13 @@ struct hak_span_s {
 
 typedef struct hak_tcache_s {
     void    *head;                 /* free blocks of this class, LIFO */
-    uint32_t room;                 /* frees left before a flush: cap + 1 - count */
+    uint32_t room;                 /* free's countdown: room + nalloc - base is the frees
+                                      left before the cache is over cap (heap.h) */
     uint32_t cap;                  /* blocks kept at most */
-    uint64_t nalloc;               /* statistics: blocks handed out (the fast path counts) */
+    uint64_t nalloc;               /* blocks handed out (the fast path counts; statistics) */
     int64_t  moved;                /* blocks refills put in minus blocks flushes took out
                                       (slow paths): frees here = nalloc - moved + count */
+    uint32_t base;                 /* nalloc's low bits when a slow path last set room */
 } hak_tcache_t;
 
 /* What free needs about a 64 KiB unit, in one 32-byte slot found by shifting the address:
