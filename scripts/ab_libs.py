@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""ab_libs.py — two (or more) builds of hakmem against each other, interleaved, in one run.
+
+bench/run.py compares hakmem with its peers; this compares libraries: the build before a
+change and after it, with a peer beside them for scale. Each round runs every cell once
+under every library, in a fresh random order; the table gives each library's median and
+CV, and each library's median divided by the first one's. The cells and their arguments
+are bench/run.py's (quick mode; --ops overrides the operation count).
+
+    git worktree add --detach /tmp/before COMMIT && make -C /tmp/before build/libhakmem.so
+    python3 scripts/ab_libs.py --rounds 9 --lib before=/tmp/before/build/libhakmem.so \\
+        --lib after=build/libhakmem.so --peer tcmalloc --only tiny_hot_64 --only pool
+
+Speed belongs to a quiet machine: run nothing else meanwhile."""
+import argparse
+import os
+import random
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import run as bench  # noqa: E402  (bench/run.py: the cells, the peers, the RESULT parser)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lib", action="append", required=True, metavar="NAME=PATH",
+                    help="a library to preload (repeat; the first is the baseline)")
+    ap.add_argument("--peer", action="append", default=[], choices=bench.PEER_NAMES,
+                    help="a peer allocator to run beside them (repeat)")
+    ap.add_argument("--only", action="append", default=[], metavar="REGEX", help="cells to run")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--ops", help="operation count for every cell (default: the quick mode's)")
+    ap.add_argument("--build", default="build", help="folder holding bench/ (default build)")
+    args = ap.parse_args()
+
+    libs = []
+    for spec in args.lib:
+        name, _, path = spec.partition("=")
+        if not path or not os.path.exists(path):
+            ap.error("--lib %r: want NAME=PATH of an existing library" % spec)
+        libs.append((name, os.path.abspath(path)))
+    for p in args.peer:
+        path = bench.find_peer(p)
+        if path is None:
+            ap.error("peer %s is not installed (make bench-peers)" % p)
+        libs.append((p, path))
+    cells = bench.select_cells(args.only)
+    if not cells:
+        ap.error("no cell matches")
+
+    res = {c.name: {n: [] for n, _ in libs} for c in cells}
+    for _ in range(args.rounds):
+        for cell in cells:
+            order = list(libs)
+            random.shuffle(order)
+            for name, path in order:
+                argv = cell.argv("quick", {"ops": args.ops} if args.ops else None)
+                binary = os.path.join(args.build, "bench", cell.prog)
+                r = bench.run_once(binary, argv, path, 600)
+                if r["result"] is not None:
+                    res[cell.name][name].append(float(r["result"]["ops_per_sec"]))
+                else:
+                    print("%s under %s: %s" % (cell.name, name, r["error"]), file=sys.stderr)
+
+    base = libs[0][0]
+    print("| cell | " + " | ".join(n for n, _ in libs) + " | " +
+          " | ".join("%s ÷ %s" % (n, base) for n, _ in libs[1:]) + " |")
+    print("|---|" + "---:|" * (2 * len(libs) - 1))
+    for cell in cells:
+        med = {}
+        cols = []
+        for n, _ in libs:
+            v = res[cell.name][n]
+            if not v:
+                cols.append("–")
+                continue
+            med[n] = statistics.median(v)
+            cv = statistics.pstdev(v) / statistics.mean(v) if len(v) > 1 else 0.0
+            cols.append("%s (%.0f%%)" % (re.sub(r"\.0+$", "", "%.3g" % (med[n] / 1e6)) + "M", 100 * cv))
+        ratios = ["%.2fx" % (med[n] / med[base]) if n in med and base in med else "–"
+                  for n, _ in libs[1:]]
+        print("| %s | %s | %s |" % (cell.name, " | ".join(cols), " | ".join(ratios)))
+    print("\n%d rounds, interleaved; medians, CV in parentheses; %s" %
+          (args.rounds, ", ".join("%s = %s" % (n, p) for n, p in libs)))
+
+
+if __name__ == "__main__":
+    main()
