@@ -867,10 +867,6 @@ static void hand_back(hak_span_t *s) {
 
 /* The pthread key destructor: every cached block goes home, every span goes back to the
  * pool (if empty) or to the abandoned lists for other threads to adopt. */
-/* Frees into a tcache, which the fast path does not count: every block the cache ever
- * held came from a refill or a free, and left through a malloc or a flush, so frees =
- * mallocs - (refilled - flushed) + what it holds now. Read from another thread, a
- * snapshot. */
 /* heap.h's hak_tc_room, read from another thread: a racy snapshot */
 static uint32_t room_snapshot(const hak_tcache_t *tc) {
     return __atomic_load_n(&tc->room, __ATOMIC_RELAXED) +
@@ -878,6 +874,10 @@ static uint32_t room_snapshot(const hak_tcache_t *tc) {
            __atomic_load_n(&tc->base, __ATOMIC_RELAXED);
 }
 
+/* Frees into a tcache, which the fast path does not count: every block the cache ever
+ * held came from a refill or a free, and left through a malloc or a flush, so frees =
+ * mallocs - (refilled - flushed) + what it holds now. Read from another thread, a
+ * snapshot. */
 static uint64_t tc_frees(const hak_tcache_t *tc) {
     uint64_t nalloc = __atomic_load_n(&tc->nalloc, __ATOMIC_RELAXED);
     int64_t moved = __atomic_load_n(&tc->moved, __ATOMIC_RELAXED);
