@@ -150,13 +150,13 @@ FAST_PATH uint32_t walk_remote(hak_span_t *s, void *head, bool checked, uint32_t
     void *tail = head, *at = cut == 1 ? head : NULL;
     for (;;) {
         void *next = *(void **)tail;
-        if (unlikely(next != NULL && !in_bounds(k, next)) ||
-            unlikely(checked && !link_ok_checked(s, tail, next))) {
+        /* NULL fails the bounds test too: one test for the list's end and for damage */
+        if (unlikely(!in_bounds(k, next)) || unlikely(checked && !link_ok_checked(s, tail, next))) {
+            if (next == NULL && (!checked || link_ok_checked(s, tail, next))) break;
             report_link(s, tail);
             link_set(tail, NULL);
             break;
         }
-        if (next == NULL) break;
         if (unlikely(n >= used)) {            /* more blocks back than were out: a cycle */
             void *end;                        /* (tail itself stays in a register) */
             n = repair_remote(s, head, &end);

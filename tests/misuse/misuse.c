@@ -88,6 +88,15 @@ int main(int argc, char **argv) {
         on_a_thread(free_p_q_p, pq);
         malloc_trim(0);
     }
+    else if (!strcmp(c, "uaf_remote")) {
+        /* blocks freed from another thread, then the last one's link overwritten through a
+         * stale pointer: the owner meets it when it collects the remote list (malloc_trim) */
+        char *a = malloc(100), *b = malloc(100);
+        on_a_thread(free_it, a);
+        on_a_thread(free_it, b);
+        memset(b, 0x41, 16);
+        malloc_trim(0);
+    }
     else if (!strcmp(c, "uaf_first_words")) {
         /* a freed struct's fields written through a stale pointer: the first 48 bytes */
         char *s = malloc(48);
