@@ -99,7 +99,7 @@ static SLOW_PATH void free_slow(void *p) {
 }
 
 /* free's countdown ran out. Mallocs since it was set may have left room (they count only
- * nalloc, heap.h): then it starts again from what is left, unless that is under an eighth
+ * nalloc, span.h): then it starts again from what is left, unless that is under an eighth
  * of the depth (the flush might as well come now: a cache that hovers near full would
  * otherwise come here every few frees). Else the cache is over its depth and half of it
  * goes home. The thread's heap is read here, not passed: an argument that the fast path
@@ -144,10 +144,6 @@ static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, hak_heap_t *owner)
     hak_heap_t *me = _hak_heap_thread();
     uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;
     if (owner == NULL && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
-    if (me != NULL && (uintptr_t)owner > (uintptr_t)HAK_CHECK_OWNER) {
-        if (_hak_span_push_remote(s, p)) (*count)++;
-        return;
-    }
     _hak_span_free_remote(s, p, count);
 }
 

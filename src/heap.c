@@ -867,7 +867,7 @@ static void hand_back(hak_span_t *s) {
 
 /* The pthread key destructor: every cached block goes home, every span goes back to the
  * pool (if empty) or to the abandoned lists for other threads to adopt. */
-/* heap.h's hak_tc_room, read from another thread: a racy snapshot */
+/* span.h's hak_tc_room, read from another thread: a racy snapshot */
 static uint32_t room_snapshot(const hak_tcache_t *tc) {
     return __atomic_load_n(&tc->room, __ATOMIC_RELAXED) +
            (uint32_t)__atomic_load_n(&tc->nalloc, __ATOMIC_RELAXED) -

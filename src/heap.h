@@ -8,17 +8,6 @@
 extern hak_heap_t _hak_empty_heap;
 extern HAK_TLS hak_heap_t *_hak_thread_heap;
 
-/* Frees left before the cache is over its depth (cap + 1 - blocks held). Free counts
- * `room` down and takes the slow path when it runs out; malloc only counts nalloc, which
- * gives the room back here (so a malloc-free loop chains one counter per call, not two),
- * and the slow path starts the countdown again from what is left (alloc.c, flush_slow). */
-static inline uint32_t hak_tc_room(const hak_tcache_t *tc) {
-    return tc->room + (uint32_t)tc->nalloc - tc->base;
-}
-static inline void hak_tc_set_room(hak_tcache_t *tc, uint32_t room) {
-    tc->room = room;
-    tc->base = (uint32_t)tc->nalloc;
-}
 static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - hak_tc_room(tc); }
 
 /* The one tcache pop: the head block, which the caller knows is there. */

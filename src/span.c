@@ -342,8 +342,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         s->used += n;
         *first = head;
         tc->head = *(void **)head;
-        tc->room = tc->cap + 1 - (n - 1);
-        tc->base = (uint32_t)tc->nalloc;          /* (heap.h's hak_tc_set_room) */
+        hak_tc_set_room(tc, tc->cap + 1 - (n - 1));
         *zero = false;
         /* the first block leaves hakmem: it must have been free, and untouched since */
         if (HAK_TRACK_FREE) {
@@ -368,8 +367,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
             if (HAKMEM_DEBUG > 0) _hak_freemap_set(s, blk, true);   /* into the tcache */
         }
         tc->head = head;
-        tc->room = tc->cap + 1 - (n - 1);
-        tc->base = (uint32_t)tc->nalloc;          /* (heap.h's hak_tc_set_room) */
+        hak_tc_set_room(tc, tc->cap + 1 - (n - 1));
         s->bump = b + (size_t)n * bs;
         s->used += n;
         return n;

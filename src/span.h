@@ -4,6 +4,19 @@
 #define HAKMEM_SPAN_H
 #include "internal.h"
 
+/* Frees left before the cache is over its depth (cap + 1 - blocks held). Free counts
+ * `room` down and takes the slow path when it runs out; malloc only counts nalloc, which
+ * gives the room back here (so a malloc-free loop chains one counter per call, not two),
+ * and the slow path starts the countdown again from what is left (alloc.c, flush_slow).
+ * Here, not in heap.h, because a span's fill sets it. */
+static inline uint32_t hak_tc_room(const hak_tcache_t *tc) {
+    return tc->room + (uint32_t)tc->nalloc - tc->base;
+}
+static inline void hak_tc_set_room(hak_tcache_t *tc, uint32_t room) {
+    tc->room = room;
+    tc->base = (uint32_t)tc->nalloc;
+}
+
 uint32_t _hak_span_collect_remote(hak_span_t *s);
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero);
 /* A free from a thread that does not own s. `count`: the freeing thread's counter of remote

@@ -105,7 +105,7 @@ struct hak_span_s {
 typedef struct hak_tcache_s {
     void    *head;                 /* free blocks of this class, LIFO */
     uint32_t room;                 /* free's countdown: room + nalloc - base is the frees
-                                      left before the cache is over cap (heap.h) */
+                                      left before the cache is over cap (span.h) */
     uint32_t cap;                  /* blocks kept at most */
     uint64_t nalloc;               /* blocks handed out (the fast path counts; statistics) */
     int64_t  moved;                /* blocks refills put in minus blocks flushes took out
