@@ -140,10 +140,10 @@ static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
  * path), checked mode itself, and a thread with no heap yet to count the free in (it gets
  * one, so that a thread that only consumes what others allocate frees on the common path;
  * past its exit it has none, and a shared counter counts it). */
-static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, hak_heap_t *owner) {
+static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
     hak_heap_t *me = _hak_heap_thread();
     uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;
-    if (owner == NULL && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
+    if (owner == 0 && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
     _hak_span_free_remote(s, p, count);
 }
 
@@ -151,9 +151,10 @@ static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, hak_heap_t *owner)
  * checked mode every unit's owner slot holds HAK_CHECK_OWNER, so one compare sends both an
  * abandoned span (no owner) and checked mode to the slow end. */
 static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p) {
-    hak_heap_t *owner = relaxed_load(&u->owner), *me = _hak_thread_heap;
+    uintptr_t owner = relaxed_load(&u->owner);
+    hak_heap_t *me = _hak_thread_heap;
     hak_span_t *s = &ss->spans[u->span];
-    if (likely((uintptr_t)owner > (uintptr_t)HAK_CHECK_OWNER && me != &_hak_empty_heap)) {
+    if (likely(owner > HAK_CHECK_OWNER && me != &_hak_empty_heap)) {
         /* the counter first: once pushed, the block may be collected and its span reused */
         uint64_t *count = &me->st.remote_frees[u->cls];
         if (likely(_hak_span_push_remote(s, p))) (*count)++;
@@ -169,8 +170,7 @@ HAK_EXPORT void hak_free(void *p) {
         hak_superslab_t *ss = hak_ss_of(p);
         hak_unit_t *u = hak_unit_of(ss, p);
         if (unlikely(!hak_block_start(u, p))) { free_invalid(p); return; }
-        hak_heap_t *h = _hak_thread_heap;
-        if (likely(relaxed_load(&u->owner) == h)) {
+        if (likely(relaxed_load(&u->owner) == hak_thread_key())) {
             hak_tcache_t *tc = u->tc;
             if (unlikely(((void **)p)[1] == tc)) { free_suspect(tc, p); return; }
             tc_push(tc, p);

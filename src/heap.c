@@ -249,6 +249,7 @@ static hak_heap_t *late_heap_get(void) {
     if ((h = late_heap) == NULL && (h = heap_new()) != NULL) {
         for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = 0, hak_tc_set_room(&h->tc[c], 1);
         h->shared = 1;
+        h->key = HAK_REMOTE_OWNER;
         atomic_store_explicit((_Atomic(hak_heap_t *) *)&late_heap, h, memory_order_release);
     }
     hak_unlock(&make_lock);
@@ -261,6 +262,10 @@ static hak_heap_t *thread_init(void) {
     if (thread_done) return NULL;
     hak_heap_t *h = heap_new();
     if (h == NULL) return NULL;
+    /* before any span of h: their units' owner slots. Without the key's destructor the
+     * heap outlives its thread, and a later thread may get the same thread pointer. */
+    h->key = atomic_load_explicit(&thread_key_ok, memory_order_acquire) ? hak_thread_key()
+                                                                         : HAK_REMOTE_OWNER;
     /* Publish before pthread_setspecific: it may call calloc, which then finds this heap. */
     _hak_thread_heap = h;
     if (atomic_load_explicit(&thread_key_ok, memory_order_acquire))
@@ -625,7 +630,7 @@ FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *
     if (key != m->key) {
         if (hak_chunk_kind((uintptr_t)b) != HAK_CHUNK_SS) return false;
         hak_unit_t *u = hak_unit_of(hak_ss_of(b), b);
-        if (relaxed_load(&u->owner) != h || u->tc != tc) return false;
+        if (relaxed_load(&u->owner) != h->key || u->tc != tc) return false;
         m->key = key;
         m->u = u;
     }

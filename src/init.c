@@ -57,6 +57,7 @@ static void fork_child(void) {
     _hak_registry_reset_lock();
     _hak_huge_reset_lock();
     _hak_pool_reset_lock();
+    _hak_pool_after_fork_child(hak_thread_key());
     _hak_heap_after_fork_child();
     _hak_purge_thread_after_fork_child();
     hak_lock_reset(&init_lock);

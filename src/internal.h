@@ -33,6 +33,20 @@
 #define HAK_SS_MAGIC    0x68616b6d656d5353ull   /* "hakmemSS" */
 #define HAK_HUGE_MAGIC  0x68616b6d656d4855ull   /* "hakmemHU" */
 
+/* A value that tells this thread from every other live one: its thread pointer, which
+ * x86-64 reads in one instruction from %fs:0 (the ABI keeps the thread descriptor's own
+ * address there). Another thread may get the same value only after this one has exited.
+ * (types.h: what a unit's owner slot holds.) */
+static inline uintptr_t hak_thread_key(void) {
+#if defined(__x86_64__) && defined(__clang__)
+    uintptr_t tp;
+    __asm__("movq %%fs:0, %0" : "=r"(tp));
+    return tp;
+#else
+    return (uintptr_t)__builtin_thread_pointer();
+#endif
+}
+
 static inline size_t hak_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
 /* Lock helpers: pthread mutexes, re-initialised in a forked child. Adaptive: a contended

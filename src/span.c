@@ -46,8 +46,9 @@ void _hak_span_validate(const hak_span_t *s) {
         const hak_unit_t *d = &ss->unit[k];
         hak_assert(d->span == u && d->cls == s->cls && d->in_use);
         hak_assert(d->div_magic != 0 || (s->capacity == 1 && k > u));
-        hak_heap_t *uo = relaxed_load(&d->owner);
-        hak_assert(uo == o || (o != NULL && uo == HAK_CHECK_OWNER));
+        uintptr_t uo = relaxed_load(&d->owner);
+        hak_assert(o == NULL ? uo == 0
+                             : uo == o->key || uo == HAK_CHECK_OWNER || uo == HAK_REMOTE_OWNER);
         hak_assert(!(ss->free_mask & (1u << k)));
     }
     uint32_t n = 0;

@@ -45,6 +45,7 @@ static uint32_t run_bits;                /* bit k: run_bins[k] holds a superslab
 static uint64_t dirty_bits;              /* bit k: dirty_bins[k] holds a superslab */
 static ss_queue_t ss_empty;              /* every unit free, most recently emptied first */
 static ss_queue_t ss_aged;               /* some unit dirty, oldest dirty_since first */
+static ss_queue_t ss_all;                /* every superslab mapped */
 static size_t n_empty;
 static size_t dirty_bytes;               /* free but resident */
 static _Atomic size_t dirty_seen;        /* dirty_bytes as of the last unlock, for readers
@@ -119,17 +120,17 @@ static void pool_unlock(void) {
 
 size_t _hak_pool_dirty(void) { return relaxed_load(&dirty_seen); }
 
-/* The owner is kept in the span and in each of its units' slots (what free reads), with
- * the address of the owner's tcache for the class. */
+/* The owner is kept in the span and, as its key, in each of its units' slots (what free
+ * reads), with the address of the owner's tcache for the class. */
 void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h) {
     hak_superslab_t *ss = hak_ss_of(s);
     unsigned u = (unsigned)(s - ss->spans);
     relaxed_store(&s->owner, h);
-    if (_hak_opt.check && h != NULL) h = HAK_CHECK_OWNER;    /* every free takes the slow path */
-    hak_tcache_t *tc = h != NULL && h != HAK_CHECK_OWNER ? &h->tc[s->cls] : NULL;
+    uintptr_t key = h == NULL ? 0 : _hak_opt.check ? HAK_CHECK_OWNER : h->key;
+    hak_tcache_t *tc = key > HAK_CHECK_OWNER ? &h->tc[s->cls] : NULL;
     for (unsigned k = u; k < u + s->units; k++) {
         ss->unit[k].tc = tc;
-        atomic_store_explicit(&ss->unit[k].owner, h, memory_order_release);
+        atomic_store_explicit(&ss->unit[k].owner, key, memory_order_release);
     }
 }
 
@@ -151,6 +152,7 @@ static hak_superslab_t *ss_map(void) {
         _hak_os_unmap(ss, HAK_SS_SIZE);
         return NULL;
     }
+    HAK_QUEUE_PUSH_FRONT(&ss_all, ss, all_link);
     return ss;
 }
 
@@ -163,6 +165,7 @@ static void ss_unmap(hak_superslab_t *ss) {
     HAK_STAT_SUB(ss_mapped, HAK_SS_SIZE);
     HAK_STAT_SUB(clean_bytes, (uint64_t)__builtin_popcount(ss->free_mask & ~ss->dirty_mask) * HAK_UNIT_SIZE);
     ss->magic = 0;
+    HAK_QUEUE_REMOVE(&ss_all, ss, all_link);
     _hak_registry_remove(ss, HAK_SS_SIZE);
     _hak_os_unmap(ss, HAK_SS_SIZE);
 }
@@ -606,3 +609,14 @@ out:
 void _hak_pool_lock(void) { hak_lock(&pool_lock); }
 void _hak_pool_unlock(void) { hak_unlock(&pool_lock); }
 void _hak_pool_reset_lock(void) { hak_lock_reset(&pool_lock); }
+
+/* In a forked child: the spans of threads that did not survive the fork get a key no
+ * thread matches (types.h), since a thread the child makes may get the thread pointer of
+ * one of them; their blocks are then freed as remote ones, as before the fork. */
+void _hak_pool_after_fork_child(uintptr_t survivor) {
+    for (hak_superslab_t *ss = ss_all.head; ss != NULL; ss = ss->all_link.next)
+        for (unsigned k = 0; k < HAK_UNITS; k++) {
+            uintptr_t o = relaxed_load(&ss->unit[k].owner);
+            if (o > HAK_REMOTE_OWNER && o != survivor) relaxed_store(&ss->unit[k].owner, HAK_REMOTE_OWNER);
+        }
+}

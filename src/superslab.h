@@ -51,5 +51,6 @@ const char *_hak_pool_check(void);
 void _hak_pool_lock(void);
 void _hak_pool_unlock(void);
 void _hak_pool_reset_lock(void);
+void _hak_pool_after_fork_child(uintptr_t survivor);   /* the forking thread's key */
 
 #endif

@@ -63,9 +63,17 @@
 #define HAK_RS_NOTIFYING 2u   /* a freer is handing the span to the owner's notify list */
 #define HAK_RS_MASK      3u
 
-/* What a unit's owner slot holds in checked mode: no heap matches it, so every free takes
- * the slow path. */
-#define HAK_CHECK_OWNER ((hak_heap_t *)(uintptr_t)16)
+/* A unit's owner slot holds the owning heap's key: its thread's thread pointer
+ * (hak_thread_key; free compares it with its own in two instructions, where the heap's
+ * TLS pointer takes a load through the GOT as well), or 0 with no owner. Below any thread
+ * pointer, two keys no thread matches: HAK_CHECK_OWNER in checked mode, which sends every
+ * free to the slow path, and HAK_REMOTE_OWNER, with which every free of the span's blocks
+ * goes through the remote list — the late heap's (heap.c), which no thread owns, a heap's
+ * whose thread would exit without handing it back (no pthread key), and, in a forked
+ * child, those of the threads that did not survive the fork: a thread made later may
+ * have the same thread pointer. */
+#define HAK_CHECK_OWNER  ((uintptr_t)16)
+#define HAK_REMOTE_OWNER ((uintptr_t)32)
 
 /* Where a span is, from its owner's point of view (owner-private). */
 enum { SPAN_POOL = 0, SPAN_CUR, SPAN_PARTIAL, SPAN_FULL, SPAN_ABANDONED, SPAN_LOOSE };
@@ -129,7 +137,7 @@ typedef struct hak_tcache_s {
  * block (large) has it at z = bsize in its first unit; its other units, units in no span
  * and the header unit hold 0, and 0 never passes. */
 typedef struct hak_unit_s {
-    _Atomic(hak_heap_t *) owner;   /* the span's owner (all units of a span agree) */
+    _Atomic(uintptr_t) owner;      /* the span's owner's key (above; all units agree) */
     uint64_t div_magic;            /* -M (see above); 0: no block starts here */
     hak_tcache_t *tc;              /* &owner->tc[cls] (NULL with no owner) */
     uint32_t span_off;             /* see above */
@@ -159,6 +167,7 @@ struct hak_superslab_s {
                                       empty: in the empty list */
     hak_ss_link_t dirty_link;      /* in the bin of its longest run of free resident units */
     hak_ss_link_t age_link;        /* with dirty units: in the list of them, oldest first */
+    hak_ss_link_t all_link;        /* in the list of every superslab mapped */
     uint8_t  list;                 /* partly used, empty or full */
     uint8_t  run_bin;              /* the free-run bin it is in (0: none) */
     uint8_t  dirty_bin;            /* the dirty-run bin it is in (0: none) */
@@ -204,6 +213,7 @@ typedef struct hak_bin_s {
 struct hak_heap_s {
     hak_tcache_t tc[HAK_NCLASSES];             /* the hot part: malloc pops, free pushes */
     _Atomic(hak_span_t *) notified;            /* full spans that received a remote free */
+    uintptr_t key;                             /* what its units' owner slots hold */
     uint8_t  live;                             /* a thread uses this heap */
     uint8_t  shared;                           /* the late heap (heap.c), no thread's own */
     uint32_t slow_ticks;                       /* refills and flushes so far (under lock) */

@@ -30,7 +30,7 @@ static void tier_basics(size_t lo, size_t hi, size_t step) {
             CHECK((char *)p >= s->start && (char *)p < s->end);
             CHECK(((char *)p - s->start) % s->bsize == 0);
             CHECK(relaxed_load(&s->owner) == _hak_thread_heap);
-            CHECK(relaxed_load(&hak_unit_of(hak_ss_of(p), p)->owner) == _hak_thread_heap);
+            CHECK(relaxed_load(&hak_unit_of(hak_ss_of(p), p)->owner) == hak_thread_key());
         } else {
             CHECK(kind == HAK_CHUNK_HUGE);
             hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p + n - 1);
