@@ -82,8 +82,10 @@ void _hak_debug_freed(const void *p) {
 typedef struct { uintptr_t start, len; uint64_t magic; } bounds_t;
 
 static inline bounds_t bounds_of(const hak_span_t *s) {
-    return (bounds_t){ (uintptr_t)s->start, (uintptr_t)(s->bump - s->start),
-                       (uint64_t)0 - hak_unit_of(hak_ss_of(s), s->start)->div_magic };
+    uint64_t m = (uint64_t)0 - hak_unit_of(hak_ss_of(s), s->start)->div_magic;
+    /* opaque: gcc would otherwise multiply by div_magic and negate inside a walk's loop */
+    __asm__("" : "+r"(m));
+    return (bounds_t){ (uintptr_t)s->start, (uintptr_t)(s->bump - s->start), m };
 }
 
 /* b is a block of the span below its bump pointer: one compare for the range, one
