@@ -397,6 +397,7 @@ static SLOW_PATH void remote_notify(hak_span_t *s) {
  * here means the owner parked the span (its list links, s->owner) before this. `checked`
  * is a constant in each caller: checked mode also writes the link's key word. false: p
  * was already on top of the list (freed twice in a row), reported and not pushed. */
+_Static_assert(HAK_RS_NORMAL == 0 && HAK_RS_FULL == 1 && HAK_RS_NOTIFYING == 2, "push_remote");
 FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked) {
     uintptr_t old = relaxed_load(&s->remote), nv;
     do {
@@ -407,8 +408,8 @@ FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked) {
         }
         *(void **)p = top;
         if (checked) ((uintptr_t *)p)[1] = (uintptr_t)top ^ LINK_KEY;
-        uintptr_t st = old & HAK_RS_MASK;
-        nv = (uintptr_t)p | (st == HAK_RS_FULL ? HAK_RS_NOTIFYING : st);
+        /* FULL becomes NOTIFYING, the others stay: (state + 1) & 2 maps 0, 1, 2 to 0, 2, 2 */
+        nv = (uintptr_t)p | ((old + 1) & HAK_RS_NOTIFYING);
     } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_acq_rel,
                                                     memory_order_relaxed));
     if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
