@@ -26,9 +26,11 @@ static void *thp_advise(void *p, size_t size) {
     return p;
 }
 
+/* Without MAP_NORESERVE: the kernel's overcommit heuristic then refuses a mapping larger
+ * than RAM and swap together, as it does glibc's, so malloc of such a size fails with
+ * ENOMEM instead of handing out memory whose first touch the OOM killer answers. */
 static void *map_at(void *hint, size_t size) {
-    void *p = mmap(hint, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 

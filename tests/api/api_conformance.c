@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../helpers/blocks.h"
@@ -807,6 +808,52 @@ static void test_trim(void)
     free(q);
 }
 
+/* A request larger than RAM and swap together: where the kernel refuses to map that much in
+ * one piece (its overcommit heuristic, vm.overcommit_memory=0, or the strict mode 2), every
+ * entry point must fail with ENOMEM — the C library's does — rather than return address
+ * space whose first touch the OOM killer answers. Where the kernel maps it (mode 1), the
+ * kernel has the last word and nothing is checked; the run says so. */
+static void test_beyond_memory(void)
+{
+    volatile size_t n = (size_t)1 << 46;                     /* 64 TiB */
+    void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) {
+        munmap(m, n);
+        check_say("api_conformance: the kernel maps 64 TiB in one piece here (overcommit "
+                  "mode 1?): requests beyond memory not checked\n");
+        return;
+    }
+    void *p, *q;
+    errno = 0;
+    p = malloc(n);
+    CHECK(p == NULL && errno == ENOMEM, "malloc(64 TiB) = %p errno %d", p, errno);
+    free(p);
+    errno = 0;
+    p = calloc(1, n);
+    CHECK(p == NULL && errno == ENOMEM, "calloc(1, 64 TiB) = %p errno %d", p, errno);
+    free(p);
+    errno = 0;
+    p = aligned_alloc((size_t)1 << 21, n);
+    CHECK(p == NULL && errno == ENOMEM, "aligned_alloc(2 MiB, 64 TiB) = %p errno %d", p, errno);
+    free(p);
+    p = NULL;
+    int rc = posix_memalign(&p, 4096, n);
+    CHECK(rc == ENOMEM, "posix_memalign(4096, 64 TiB) = %d", rc);
+    if (rc == 0) free(p);
+    q = malloc(3 << 20);                                     /* a huge block, grown */
+    REQUIRE(q != NULL);
+    fill(q, 3 << 20, 7);
+    errno = 0;
+    p = realloc(q, n);
+    CHECK(p == NULL && errno == ENOMEM, "realloc(3 MiB block, 64 TiB) = %p errno %d", p, errno);
+    if (p == NULL) {
+        CHECK(verify(q, 3 << 20, 7) == (size_t)3 << 20, "the block realloc could not grow changed");
+        free(q);
+    } else {
+        free(p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -819,6 +866,7 @@ int main(int argc, char **argv)
     test_ownership();
     test_malloc_sizes();
     test_errors();
+    test_beyond_memory();
     test_aligned();
     test_realloc();
     test_calloc();
