@@ -264,12 +264,11 @@ static hak_heap_t *thread_init(void) {
     if (h == NULL) return NULL;
     /* before any span of h: their units' owner slots. Without the key's destructor the
      * heap outlives its thread, and a later thread may get the same thread pointer. */
-    h->key = atomic_load_explicit(&thread_key_ok, memory_order_acquire) ? hak_thread_key()
-                                                                         : HAK_REMOTE_OWNER;
+    bool keyed = atomic_load_explicit(&thread_key_ok, memory_order_acquire);
+    h->key = keyed ? hak_thread_key() : HAK_REMOTE_OWNER;
     /* Publish before pthread_setspecific: it may call calloc, which then finds this heap. */
     _hak_thread_heap = h;
-    if (atomic_load_explicit(&thread_key_ok, memory_order_acquire))
-        pthread_setspecific(thread_key, h);
+    if (keyed) pthread_setspecific(thread_key, h);
     HAK_STAT_ADD(threads_total, 1);
     return h;
 }
@@ -870,8 +869,6 @@ static void hand_back(hak_span_t *s) {
     else abandon(s);
 }
 
-/* The pthread key destructor: every cached block goes home, every span goes back to the
- * pool (if empty) or to the abandoned lists for other threads to adopt. */
 /* span.h's hak_tc_room, read from another thread: a racy snapshot */
 static uint32_t room_snapshot(const hak_tcache_t *tc) {
     return __atomic_load_n(&tc->room, __ATOMIC_RELAXED) +
@@ -905,6 +902,8 @@ static void merge_stats(hak_heap_t *h) {           /* heaps lock held */
     memset(&h->st, 0, sizeof h->st);
 }
 
+/* The pthread key destructor: every cached block goes home, every span goes back to the
+ * pool (if empty) or to the abandoned lists for other threads to adopt. */
 static void thread_exit(void *arg) {
     hak_heap_t *h = arg;
     if (h == NULL || h == &_hak_empty_heap) return;
