@@ -2,8 +2,9 @@
  * every slow path.
  *
  * malloc of ≤ 1 MiB: size -> class (a table load, or a count of leading zeros) -> pop the
- * thread's tcache. free: registry -> superslab (mask) -> span (unit table) -> if ours, push
- * onto the tcache; if another thread's, one CAS onto the span's remote list. Everything
+ * thread's tcache. free: the arena's slot table (arena.h; the registry and the superslab's
+ * header outside it) -> the unit's slot -> if ours, push onto the tcache; if another
+ * thread's, one CAS onto the span's remote list. Everything
  * else is a call to a noinline function: the slow paths here call the layers below (heap
  * refill and flush, huge blocks) and, when those run short, the policy module, which
  * decides how to try harder; they also give the purge thread its chance to start. */
@@ -87,7 +88,14 @@ static SLOW_PATH void report_bad_block(const char *func, const void *p) {
 
 static SLOW_PATH void free_invalid(void *p) { report_bad_block("free", p); }
 
+static void free_unit(hak_unit_t *u, void *p);
+
+/* Not in the arena: a superslab outside it (arena.c), a huge block, NULL, or no block. */
 static SLOW_PATH void free_slow(void *p) {
+    if (hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS) {
+        free_unit(hak_unit_of(hak_ss_of(p), p), p);
+        return;
+    }
     if (p == NULL) return;
     hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
     if (h != NULL) {
@@ -165,20 +173,22 @@ static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p) {
 
 /* A block in the thread's cache carries the cache's address in its second word: a free
  * that finds it there may be a double free, which free_suspect settles. */
-HAK_EXPORT void hak_free(void *p) {
-    if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
-        hak_superslab_t *ss = hak_ss_of(p);
-        hak_unit_t *u = hak_unit_of(ss, p);
-        if (unlikely(!hak_block_start(u, p))) { free_invalid(p); return; }
-        if (likely(relaxed_load(&u->owner) == hak_thread_key())) {
-            hak_tcache_t *tc = u->tc;
-            if (unlikely(((void **)p)[1] == tc)) { free_suspect(tc, p); return; }
-            tc_push(tc, p);
-            return;
-        }
-        free_other(ss, u, p);
+FAST_PATH void free_block(hak_unit_t *u, void *p) {
+    if (unlikely(!hak_block_start(u, p))) { free_invalid(p); return; }
+    if (likely(relaxed_load(&u->owner) == hak_thread_key())) {
+        hak_tcache_t *tc = u->tc;
+        if (unlikely(((void **)p)[1] == tc)) { free_suspect(tc, p); return; }
+        tc_push(tc, p);
         return;
     }
+    free_other(hak_ss_of(p), u, p);
+}
+
+static void free_unit(hak_unit_t *u, void *p) { free_block(u, p); }
+
+HAK_EXPORT void hak_free(void *p) {
+    hak_unit_t *u;
+    if (likely(hak_arena_unit(p, &u))) { free_block(u, p); return; }
     free_slow(p);
 }
 

@@ -8,6 +8,7 @@
 #include "learned.c"
 #include "os.c"
 #include "registry.c"
+#include "arena.c"
 #include "size_class.c"
 #include "superslab.c"
 #include "check.c"

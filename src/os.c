@@ -9,6 +9,7 @@
  * No mapping is kept that ends above HAK_CHUNK_LIMIT, the end of what the registry
  * describes (registry.c, "Address width"). */
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -76,6 +77,66 @@ void *_hak_os_map_aligned(size_t size, size_t align) {
 
 void _hak_os_unmap(void *p, size_t size) {
     munmap(p, size);
+}
+
+/* Address space alone (the superslab arena's): PROT_NONE, so the kernel neither accounts
+ * it nor backs it with memory. Aligned to align and below the registry's limit; NULL if
+ * refused (RLIMIT_AS, or no room). */
+void *_hak_os_reserve(size_t size, size_t align) {
+    int saved = errno;
+    if (size + align < size || size + align > HAK_CHUNK_LIMIT) return NULL;
+    char *raw = mmap(NULL, size + align, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    errno = saved;
+    if (raw == MAP_FAILED) return NULL;
+    char *p = (char *)hak_align_up((uintptr_t)raw, align);
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    size_t tail = (size_t)(raw + size + align - (p + size));
+    if (tail) munmap(p + size, tail);
+    if (!below_limit(p, size)) {
+        munmap(p, size);
+        return NULL;
+    }
+    return p;
+}
+
+/* Whether the process's address space is limited (RLIMIT_AS): a reservation would then
+ * spend what the program's own mappings may need. */
+bool _hak_os_space_limited(void) {
+    struct rlimit r;
+    int saved = errno;
+    bool limited = getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
+    errno = saved;
+    return limited;
+}
+
+/* Part of a reservation becomes fresh zeroed read-write memory, accounted as any mapping
+ * is (so the overcommit heuristic applies), advised as HAKMEM_THP says. */
+bool _hak_os_commit(void *p, size_t size) {
+    int saved = errno;
+    void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    errno = saved;
+    if (q == MAP_FAILED) return false;
+    thp_advise(p, size);
+    return true;
+}
+
+/* The same, keeping what the pages hold (the arena's slot table: a page may be committed
+ * already, with live slots in it). */
+bool _hak_os_commit_keep(void *p, size_t size) {
+    int saved = errno;
+    bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
+    errno = saved;
+    return ok;
+}
+
+/* Committed memory goes back to being reserved: its pages are freed, its accounting
+ * dropped, and the address space stays the reservation's. */
+bool _hak_os_decommit(void *p, size_t size) {
+    int saved = errno;
+    void *q = mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    errno = saved;
+    return q != MAP_FAILED;
 }
 
 /* Returns whether the range now reads as zero: MADV_DONTNEED guarantees it; MADV_FREE

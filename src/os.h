@@ -10,6 +10,13 @@
 void *_hak_os_map_aligned(size_t size, size_t align);   /* NULL on failure */
 void *_hak_os_map(size_t size);                          /* metadata: any address */
 void _hak_os_unmap(void *p, size_t size);
+/* Reserved address space (no memory, not accounted) and, inside it, committing memory and
+ * giving it back (the arena, arena.c). */
+void *_hak_os_reserve(size_t size, size_t align);      /* NULL on failure */
+bool _hak_os_commit(void *p, size_t size);             /* fresh zeroed pages */
+bool _hak_os_commit_keep(void *p, size_t size);        /* keeps what the pages hold */
+bool _hak_os_decommit(void *p, size_t size);
+bool _hak_os_space_limited(void);                     /* RLIMIT_AS is set */
 bool _hak_os_purge(void *p, size_t size);    /* per the purge option; true: reads as zero */
 bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out);
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split);

@@ -43,7 +43,7 @@ void _hak_span_validate(const hak_span_t *s) {
     hak_assert(s->used + s->nfree + s->npurged <= carved);   /* remote blocks count in `used` */
     hak_heap_t *o = relaxed_load(&s->owner);
     for (unsigned k = u; k < u + s->units; k++) {
-        const hak_unit_t *d = &ss->unit[k];
+        const hak_unit_t *d = &hak_ss_units(ss)[k];
         hak_assert(d->span == u && d->cls == s->cls && d->in_use);
         hak_assert(d->div_magic != 0 || (s->capacity == 1 && k > u));
         uintptr_t uo = relaxed_load(&d->owner);

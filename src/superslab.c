@@ -128,14 +128,16 @@ void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h) {
     relaxed_store(&s->owner, h);
     uintptr_t key = h == NULL ? 0 : _hak_opt.check ? HAK_CHECK_OWNER : h->key;
     hak_tcache_t *tc = key > HAK_CHECK_OWNER ? &h->tc[s->cls] : NULL;
+    hak_unit_t *unit = hak_ss_units(ss);
     for (unsigned k = u; k < u + s->units; k++) {
-        ss->unit[k].tc = tc;
-        atomic_store_explicit(&ss->unit[k].owner, key, memory_order_release);
+        unit[k].tc = tc;
+        atomic_store_explicit(&unit[k].owner, key, memory_order_release);
     }
 }
 
 static hak_superslab_t *ss_map(void) {
-    void *m = _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
+    void *m = _hak_arena_take();
+    if (m == NULL) m = _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
     if (m == NULL) return NULL;
     hak_superslab_t *ss = m;                /* fresh pages read as zero */
     uint64_t live = HAK_STAT_ADD(superslabs_live, 1) + 1;
@@ -149,7 +151,7 @@ static hak_superslab_t *ss_map(void) {
         HAK_STAT_SUB(superslabs_live, 1);
         HAK_STAT_SUB(ss_mapped, HAK_SS_SIZE);
         HAK_STAT_SUB(clean_bytes, (HAK_UNITS - 1) * HAK_UNIT_SIZE);
-        _hak_os_unmap(ss, HAK_SS_SIZE);
+        if (!_hak_arena_give(ss)) _hak_os_unmap(ss, HAK_SS_SIZE);
         return NULL;
     }
     HAK_QUEUE_PUSH_FRONT(&ss_all, ss, all_link);
@@ -167,7 +169,7 @@ static void ss_unmap(hak_superslab_t *ss) {
     ss->magic = 0;
     HAK_QUEUE_REMOVE(&ss_all, ss, all_link);
     _hak_registry_remove(ss, HAK_SS_SIZE);
-    _hak_os_unmap(ss, HAK_SS_SIZE);
+    if (!_hak_arena_give(ss)) _hak_os_unmap(ss, HAK_SS_SIZE);
 }
 
 /* Lowest unit starting a run of n free units, or -1. Shifting in zeros from the top
@@ -400,7 +402,7 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
     if (colour && colour_range(bsize) != 0) colour_seq++;
     uint64_t magic = _hak_block_magic(bsize, capacity);
     for (unsigned k = (unsigned)u; k < (unsigned)u + n; k++) {
-        hak_unit_t *d = &ss->unit[k];
+        hak_unit_t *d = &hak_ss_units(ss)[k];
         uint32_t in_span = (k - (unsigned)u) * (uint32_t)HAK_UNIT_SIZE;
         d->span = (uint8_t)u;
         d->cls = (uint8_t)cls;
@@ -441,9 +443,10 @@ void _hak_pool_release(hak_span_t *s) {
     HAK_STAT_SUB(spans_live[s->cls], 1);
     pool_take();
     HAK_STAT_ADD_LOCKED(pool_releases, 1);
+    hak_unit_t *unit = hak_ss_units(ss);
     for (unsigned k = u; k < u + n; k++) {                        /* no blocks here now */
-        ss->unit[k].div_magic = 0;
-        ss->unit[k].in_use = 0;
+        unit[k].div_magic = 0;
+        unit[k].in_use = 0;
     }
     if (ss->dirty_mask == 0) {            /* dirty from now: the youngest on the age list */
         ss->dirty_since = _hak_now_ms();
@@ -616,7 +619,8 @@ void _hak_pool_reset_lock(void) { hak_lock_reset(&pool_lock); }
 void _hak_pool_after_fork_child(uintptr_t survivor) {
     for (hak_superslab_t *ss = ss_all.head; ss != NULL; ss = ss->all_link.next)
         for (unsigned k = 0; k < HAK_UNITS; k++) {
-            uintptr_t o = relaxed_load(&ss->unit[k].owner);
-            if (o > HAK_REMOTE_OWNER && o != survivor) relaxed_store(&ss->unit[k].owner, HAK_REMOTE_OWNER);
+            hak_unit_t *d = &hak_ss_units(ss)[k];
+            uintptr_t o = relaxed_load(&d->owner);
+            if (o > HAK_REMOTE_OWNER && o != survivor) relaxed_store(&d->owner, HAK_REMOTE_OWNER);
         }
 }

@@ -2,6 +2,7 @@
  * size class shares (superslab.c). */
 #ifndef HAKMEM_SUPERSLAB_H
 #define HAKMEM_SUPERSLAB_H
+#include "arena.h"
 #include "internal.h"
 #include "options.h"
 
@@ -9,7 +10,7 @@ FAST_PATH hak_superslab_t *hak_ss_of(const void *p) {
     return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
 }
 FAST_PATH hak_unit_t *hak_unit_of(hak_superslab_t *ss, const void *p) {
-    return &ss->unit[((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1)];
+    return &hak_ss_units(ss)[((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1)];
 }
 FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
     return &ss->spans[hak_unit_of(ss, p)->span];

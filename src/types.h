@@ -153,7 +153,7 @@ typedef struct hak_ss_link_s {
 } hak_ss_link_t;
 
 struct hak_superslab_s {
-    hak_unit_t unit[HAK_UNITS];    /* first: free reads this and nothing else here */
+    hak_unit_t unit[HAK_UNITS];    /* the unit slots, outside the arena (arena.h) */
     uint64_t magic;
     /* The pool's, under its lock (superslab.c). */
     uint32_t free_mask;            /* units not in any span */

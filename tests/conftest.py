@@ -49,6 +49,11 @@ LEARN_START = {"PURGE_DELAY_MS": 100, "DIRTY_MAX_MB": 8}
 VARIANTS = ["preload", "static"]
 # ... and, for some programs, also fully static (-static, glibc's libc.a + libhakmem.a).
 VARIANTS_FULL = VARIANTS + ["fullstatic"]
+# Preloaded without the superslab arena (every superslab mapped on its own and found
+# through the registry), and with an arena of three superslabs (a program that outgrows it
+# has superslabs of both kinds): src/arena.c.
+ARENA_VARIANTS = ["noarena", "smallarena"]
+ARENA_ENV = {"noarena": "0", "smallarena": "8"}
 # The debug build (make debug: every internal assertion compiled in), preloaded: an assertion
 # that fires aborts the program and fails the test.
 
@@ -182,9 +187,11 @@ def run_program(name, args=(), variant="preload", timeout=120, env=None, expect_
         if variant == "static":
             pytest.skip("HAKMEM_TEST_SYSTEM=1: static variants need hakmem")
         path = os.path.join(TEST_BUILD, name)
-    elif variant == "preload":
+    elif variant == "preload" or variant in ARENA_ENV:
         path = os.path.join(TEST_BUILD, name)
         env_extra["LD_PRELOAD"] = LIB_SO
+        if variant in ARENA_ENV:
+            env_extra["HAKMEM_ARENA_MB"] = ARENA_ENV[variant]
         args.append("--hakmem")
     elif variant == "static":
         path = os.path.join(TEST_BUILD, name + ".static")

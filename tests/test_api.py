@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
-from conftest import (BADALLOC_SO, SYSTEM_MODE, TEST_BUILD, VARIANTS, VARIANTS_FULL,
+from conftest import (ARENA_VARIANTS, BADALLOC_SO, SYSTEM_MODE, TEST_BUILD, VARIANTS, VARIANTS_FULL,
                       assert_checks_passed, ensure_built, run_program)
 
 
-@pytest.mark.parametrize("variant", VARIANTS_FULL)
+@pytest.mark.parametrize("variant", VARIANTS_FULL + ARENA_VARIANTS)
 def test_api_conformance(variant):
     r = run_program("api_conformance", variant=variant, timeout=180)
     assert_checks_passed(r, "api_conformance")

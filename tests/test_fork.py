@@ -3,11 +3,11 @@ and from a worker; each child allocates at once under alarm(), so a lock left he
 fork shows up as a child killed by SIGALRM."""
 import pytest
 
-from conftest import VARIANTS, VARIANTS_FULL, assert_checks_passed, run_program
+from conftest import ARENA_VARIANTS, VARIANTS, VARIANTS_FULL, assert_checks_passed, run_program
 from test_api import _run_broken
 
 
-@pytest.mark.parametrize("variant", VARIANTS_FULL)
+@pytest.mark.parametrize("variant", VARIANTS_FULL + ARENA_VARIANTS)
 def test_fork_while_threads_allocate(variant):
     # 40 forks from the main thread, 15 from a worker thread.
     r = run_program("fork_threads", ["40", "15"], variant=variant, timeout=240)

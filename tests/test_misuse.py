@@ -50,10 +50,16 @@ def report_lines(stderr):
             and not l.startswith("hakmem:   ")]
 
 
+# arena: HAKMEM_ARENA_MB for the run ("" the default; "0" none, so every block's superslab
+# is found through the registry, src/arena.c)
+@pytest.mark.parametrize("arena", ["", "0"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_reported_and_aborts(case):
+def test_reported_and_aborts(case, arena):
     words, checked = CASES[case]
-    r = run(case, **({"HAKMEM_CHECK": "1"} if checked else {}))
+    env = {"HAKMEM_CHECK": "1"} if checked else {}
+    if arena:
+        env["HAKMEM_ARENA_MB"] = arena
+    r = run(case, **env)
     lines = report_lines(r.stderr)
     assert r.returncode == -signal.SIGABRT, (r.returncode, r.stdout, r.stderr)
     assert len(lines) == 1, r.stderr

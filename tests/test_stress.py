@@ -2,11 +2,11 @@
 freed and realloc'd by other threads through shared atomic slots. Not a benchmark."""
 import pytest
 
-from conftest import VARIANTS, VARIANTS_FULL, assert_checks_passed, run_program
+from conftest import ARENA_VARIANTS, VARIANTS, VARIANTS_FULL, assert_checks_passed, run_program
 from test_api import _run_broken
 
 
-@pytest.mark.parametrize("variant", VARIANTS_FULL)
+@pytest.mark.parametrize("variant", VARIANTS_FULL + ARENA_VARIANTS)
 def test_stress(variant):
     # 8 threads, up to 150000 operations each, seed 42, stop after 3 s.
     r = run_program("stress", ["8", "150000", "42", "3"], variant=variant, timeout=120)

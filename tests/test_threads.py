@@ -2,11 +2,11 @@
 before main's first malloc, blocks outliving their thread, key destructors that allocate."""
 import pytest
 
-from conftest import VARIANTS, VARIANTS_FULL, assert_checks_passed, run_program
+from conftest import ARENA_VARIANTS, VARIANTS, VARIANTS_FULL, assert_checks_passed, run_program
 from test_api import _run_broken
 
 
-@pytest.mark.parametrize("variant", VARIANTS_FULL)
+@pytest.mark.parametrize("variant", VARIANTS_FULL + ARENA_VARIANTS)
 def test_thread_churn_rss_bounded(variant):
     # 5000 threads, 8 at a time; VmRSS may grow at most 64 MiB past the warm-up.
     r = run_program("thread_churn", ["5000", "8", "64"], variant=variant, timeout=180)

@@ -8,6 +8,7 @@
 #include "counters.h"
 #include "os.h"
 #include "registry.h"
+#include "arena.h"
 #include "size_class.h"
 #include "superslab.h"
 #include "check.h"

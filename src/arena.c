@@ -1,0 +1,112 @@
+/* arena.c — one reserved range of address space for every superslab, and the table of
+ * their unit slots at its start.
+ *
+ * Why. free must tell a superslab's block from a huge block or a foreign pointer, and find
+ * the block's unit slot. Through the registry that is a range check, a byte-map load and
+ * compare, then the superslab's header: 14 instructions. In one range whose table is
+ * indexed by the address, it is a subtraction, a shift, one compare with the table's end,
+ * and the slot: 8 (docs/ARCHITECTURE.md, "The arena").
+ *
+ * How. The range is reserved once, PROT_NONE (no memory, not accounted), at the first
+ * superslab the pool asks for; superslabs are committed in it one by one (fresh zeroed
+ * pages), and given back by decommitting them, so resident memory and the kernel's
+ * accounting are what they were with one mapping each. Given-back superslabs are reused
+ * first, linked through the slot of their header unit (unit 0, never in a span). The table
+ * is committed a page at a time as superslabs are made. Superslabs outside the arena (no
+ * arena, or a full one) keep their slots in their own header and are found through the
+ * registry as before; every superslab is in the registry, so the arena only shortens the
+ * way there.
+ *
+ * Everything but the fast path's reads runs under the pool lock (superslab.c). */
+#include "arena.h"
+#include "options.h"
+#include "os.h"
+
+#define MIN_ARENA ((size_t)4 << 30)     /* below this a refused reservation means none */
+
+uintptr_t _hak_arena_base = HAK_ARENA_NONE;
+size_t _hak_arena_len;
+uintptr_t _hak_arena_top;
+
+static bool tried;                      /* the reservation was tried (once) */
+static size_t next_off;                 /* the first offset never made a superslab */
+static uintptr_t given_back;            /* superslabs to reuse, linked through slot 0 */
+static size_t table_done;               /* bytes of the table committed */
+
+/* The table's bytes for the arena's superslabs, and the first superslab's offset. */
+static size_t table_len(size_t len) { return hak_align_up(len >> HAK_ARENA_SLOT_SHIFT, HAK_SS_SIZE); }
+
+/* The table up to byte `end` is readable (and zero where never written). */
+static bool table_commit(size_t end) {
+    if (end <= table_done) return true;
+    size_t to = hak_align_up(end, HAK_PAGE);
+    if (!_hak_os_commit_keep((char *)_hak_arena_base + table_done, to - table_done)) return false;
+    table_done = to;
+    return true;
+}
+
+/* Reserves the arena: the size asked for (HAKMEM_ARENA_MB), halved while the kernel refuses
+ * it (valgrind, for one, offers a client 32 GiB at most) down to MIN_ARENA. None under
+ * RLIMIT_AS, where its address space would come out of what the program may map. */
+static void reserve(void) {
+    tried = true;
+    size_t len = hak_align_up((size_t)_hak_opt.arena_mb << 20, HAK_SS_SIZE);
+    if (len == 0 || _hak_os_space_limited()) return;
+    size_t floor = len < MIN_ARENA ? len : MIN_ARENA;
+    void *b;
+    while ((b = _hak_os_reserve(len, HAK_SS_SIZE)) == NULL && len / 2 >= floor)
+        len = hak_align_up(len / 2, HAK_SS_SIZE);
+    if (b == NULL || table_len(len) >= len) {
+        if (b != NULL) _hak_os_unmap(b, len);
+        return;
+    }
+    _hak_arena_base = (uintptr_t)b;
+    _hak_arena_len = len;
+    next_off = table_len(len);
+    /* the table's own units: their slots (all 0) are read by a free of such an address */
+    if (!table_commit(next_off >> HAK_ARENA_SLOT_SHIFT)) next_off = len;   /* unusable */
+    __atomic_store_n(&_hak_arena_top, next_off >> HAK_ARENA_SLOT_SHIFT, __ATOMIC_RELEASE);
+}
+
+static hak_unit_t *slots_at(uintptr_t ss) { return hak_ss_units((hak_superslab_t *)ss); }
+
+void *_hak_arena_take(void) {
+    if (!tried) reserve();
+    if (_hak_arena_len == 0) return NULL;
+    uintptr_t ss;
+    bool fresh = given_back == 0;
+    if (!fresh) {
+        ss = given_back;
+        given_back = (uintptr_t)slots_at(ss)[0].tc;
+        slots_at(ss)[0].tc = NULL;
+    } else {
+        if (next_off + HAK_SS_SIZE > _hak_arena_len) return NULL;      /* full */
+        ss = _hak_arena_base + next_off;
+        if (!table_commit((next_off + HAK_SS_SIZE) >> HAK_ARENA_SLOT_SHIFT)) return NULL;
+    }
+    if (!_hak_os_commit((void *)ss, HAK_SS_SIZE)) {
+        if (!fresh) {                                      /* keep it for the next try */
+            slots_at(ss)[0].tc = (hak_tcache_t *)given_back;
+            given_back = ss;
+        }
+        return NULL;
+    }
+    if (fresh) {
+        next_off += HAK_SS_SIZE;
+        __atomic_store_n(&_hak_arena_top, next_off >> HAK_ARENA_SLOT_SHIFT, __ATOMIC_RELEASE);
+    }
+    return (void *)ss;
+}
+
+bool _hak_arena_give(void *p) {
+    uintptr_t ss = (uintptr_t)p;
+    if (ss - _hak_arena_base >= _hak_arena_len) return false;
+    hak_unit_t *u = slots_at(ss);
+    memset(u, 0, HAK_UNITS * sizeof *u);
+    /* If the kernel cannot split the mapping (the map count limit), the pages are freed
+     * and stay committed; the next take maps over them either way. */
+    if (!_hak_os_decommit(p, HAK_SS_SIZE)) _hak_os_purge(p, HAK_SS_SIZE);
+    u[0].tc = (hak_tcache_t *)given_back;
+    given_back = ss;
+    return true;
+}

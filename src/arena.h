@@ -1,0 +1,49 @@
+/* arena.h — the reserved address range where superslabs are made, and the table of their
+ * unit slots (arena.c). free's fast path finds a block's slot here with a subtraction, a
+ * shift and one compare, instead of the registry's byte map and the superslab's header. */
+#ifndef HAKMEM_ARENA_H
+#define HAKMEM_ARENA_H
+#include "internal.h"
+
+/* The arena: [base, base + len). Its first bytes are the slot table: the slot of the unit
+ * at base + i * 64 KiB is the table's i-th (so the table's own units have slots too, which
+ * hold 0). With no arena, base is HAK_ARENA_NONE, a non-canonical address that no pointer
+ * minus it brings below any bound. top: the table's bytes in use, (end of the made
+ * superslabs - base) / 2^11; it only grows, and the slots below it are readable. */
+#define HAK_ARENA_NONE ((uintptr_t)1 << 63)
+#define HAK_ARENA_SLOT_SHIFT (HAK_UNIT_SHIFT - 5)        /* 32-byte slots */
+_Static_assert(sizeof(hak_unit_t) == (size_t)1 << 5, "the slot table's index shift");
+
+extern uintptr_t _hak_arena_base;
+extern size_t _hak_arena_len;
+extern uintptr_t _hak_arena_top;
+
+/* Whether p lies in a superslab of the arena (or in its table, or in a superslab since
+ * given back: slots of 0), and if so its unit's slot. A stale top sends a pointer the
+ * caller's other way (the registry), which also finds the slot. top is read as a plain
+ * word (written with release stores; one aligned word on x86-64), so that the compare can
+ * take it from memory. */
+FAST_PATH bool hak_arena_unit(const void *p, hak_unit_t **u) {
+    uintptr_t b = _hak_arena_base;
+    uintptr_t i = ((uintptr_t)p - b) >> HAK_ARENA_SLOT_SHIFT;
+    if (unlikely(i >= _hak_arena_top)) return false;
+    *u = (hak_unit_t *)(b + (i & ~(uintptr_t)(sizeof(hak_unit_t) - 1)));
+    return true;
+}
+
+/* The unit slots of superslab ss: the arena's table, or its own header outside the arena. */
+FAST_PATH hak_unit_t *hak_ss_units(hak_superslab_t *ss) {
+    uintptr_t off = (uintptr_t)ss - _hak_arena_base;
+    if (likely(off < _hak_arena_len))
+        return (hak_unit_t *)(_hak_arena_base + (off >> HAK_ARENA_SLOT_SHIFT));
+    return ss->unit;
+}
+
+/* Under the pool lock (superslab.c). A fresh 2 MiB superslab of zeroed memory in the arena,
+ * its slots zero; NULL when there is no arena, it is full, or the kernel refuses memory. */
+void *_hak_arena_take(void);
+/* ss goes back to the arena (its memory freed, its slots zeroed): false if ss is not the
+ * arena's (the caller unmaps it). */
+bool _hak_arena_give(void *ss);
+
+#endif
