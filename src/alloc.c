@@ -158,10 +158,10 @@ static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
 /* Another thread's block: one CAS onto its span's remote list, counted by this thread. In
  * checked mode every unit's owner slot holds HAK_CHECK_OWNER, so one compare sends both an
  * abandoned span (no owner) and checked mode to the slow end. */
-static SLOW_PATH void free_other(hak_superslab_t *ss, hak_unit_t *u, void *p) {
+static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     uintptr_t owner = relaxed_load(&u->owner);
     hak_heap_t *me = _hak_thread_heap;
-    hak_span_t *s = &ss->spans[u->span];
+    hak_span_t *s = &hak_ss_of(p)->spans[u->span];
     if (likely(owner > HAK_CHECK_OWNER && me != &_hak_empty_heap)) {
         /* the counter first: once pushed, the block may be collected and its span reused */
         uint64_t *count = &me->st.remote_frees[u->cls];
@@ -181,7 +181,7 @@ FAST_PATH void free_block(hak_unit_t *u, void *p) {
         tc_push(tc, p);
         return;
     }
-    free_other(hak_ss_of(p), u, p);
+    free_other(p, u);
 }
 
 static void free_unit(hak_unit_t *u, void *p) { free_block(u, p); }
