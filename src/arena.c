@@ -60,8 +60,8 @@ static void reserve(void) {
         if (b != NULL) _hak_os_unmap(b, len);
         return;
     }
-    _hak_arena_base = (uintptr_t)b;
-    _hak_arena_len = len;
+    __atomic_store_n(&_hak_arena_base, (uintptr_t)b, __ATOMIC_RELAXED);
+    __atomic_store_n(&_hak_arena_len, len, __ATOMIC_RELAXED);
     next_off = table_len(len);
     /* the table's own units: their slots (all 0) are read by a free of such an address */
     if (!table_commit(next_off >> HAK_ARENA_SLOT_SHIFT)) next_off = len;   /* unusable */
@@ -70,9 +70,12 @@ static void reserve(void) {
 
 static hak_unit_t *slots_at(uintptr_t ss) { return hak_ss_units((hak_superslab_t *)ss); }
 
+/* A program that sets RLIMIT_AS after the arena was reserved (the reservation is within
+ * its limit then) expects its later memory to count against it: from then on superslabs
+ * are mapped on their own, which the kernel counts. One getrlimit per superslab made. */
 void *_hak_arena_take(void) {
     if (!tried) reserve();
-    if (_hak_arena_len == 0) return NULL;
+    if (_hak_arena_len == 0 || _hak_os_space_limited()) return NULL;
     uintptr_t ss;
     bool fresh = given_back == 0;
     if (!fresh) {

@@ -9,7 +9,8 @@
  * at base + i * 64 KiB is the table's i-th (so the table's own units have slots too, which
  * hold 0). With no arena, base is HAK_ARENA_NONE, a non-canonical address that no pointer
  * minus it brings below any bound. top: the table's bytes in use, (end of the made
- * superslabs - base) / 2^11; it only grows, and the slots below it are readable. */
+ * superslabs - base) / 2^11; it only grows, and the slots below it are readable. The three
+ * are written under the pool lock and read without it (relaxed). */
 #define HAK_ARENA_NONE ((uintptr_t)1 << 63)
 #define HAK_ARENA_SLOT_SHIFT (HAK_UNIT_SHIFT - 5)        /* 32-byte slots */
 _Static_assert(sizeof(hak_unit_t) == (size_t)1 << 5, "the slot table's index shift");
@@ -20,22 +21,29 @@ extern uintptr_t _hak_arena_top;
 
 /* Whether p lies in a superslab of the arena (or in its table, or in a superslab since
  * given back: slots of 0), and if so its unit's slot. A stale top sends a pointer the
- * caller's other way (the registry), which also finds the slot. top is read as a plain
- * word (written with release stores; one aligned word on x86-64), so that the compare can
- * take it from memory. */
+ * caller's other way (the registry), which also finds the slot. On x86-64 the compare
+ * takes top from memory, which gcc does not do with an atomic load (one instruction more
+ * on every free); the assembly is the relaxed load it stands for. */
 FAST_PATH bool hak_arena_unit(const void *p, hak_unit_t **u) {
-    uintptr_t b = _hak_arena_base;
+    uintptr_t b = __atomic_load_n(&_hak_arena_base, __ATOMIC_RELAXED);
     uintptr_t i = ((uintptr_t)p - b) >> HAK_ARENA_SLOT_SHIFT;
-    if (unlikely(i >= _hak_arena_top)) return false;
+#if defined(__x86_64__)
+    __asm__ goto("cmpq %1, %0\n\tjae %l2" : : "r"(i), "m"(_hak_arena_top) : "cc" : outside);
+#else
+    if (unlikely(i >= __atomic_load_n(&_hak_arena_top, __ATOMIC_RELAXED))) goto outside;
+#endif
     *u = (hak_unit_t *)(b + (i & ~(uintptr_t)(sizeof(hak_unit_t) - 1)));
     return true;
+outside:
+    return false;
 }
 
 /* The unit slots of superslab ss: the arena's table, or its own header outside the arena. */
 FAST_PATH hak_unit_t *hak_ss_units(hak_superslab_t *ss) {
-    uintptr_t off = (uintptr_t)ss - _hak_arena_base;
-    if (likely(off < _hak_arena_len))
-        return (hak_unit_t *)(_hak_arena_base + (off >> HAK_ARENA_SLOT_SHIFT));
+    uintptr_t b = __atomic_load_n(&_hak_arena_base, __ATOMIC_RELAXED);
+    uintptr_t off = (uintptr_t)ss - b;
+    if (likely(off < __atomic_load_n(&_hak_arena_len, __ATOMIC_RELAXED)))
+        return (hak_unit_t *)(b + (off >> HAK_ARENA_SLOT_SHIFT));
     return ss->unit;
 }
 
