@@ -36,11 +36,12 @@ static size_t table_done;               /* bytes of the table committed */
 /* The table's bytes for the arena's superslabs, and the first superslab's offset. */
 static size_t table_len(size_t len) { return hak_align_up(len >> HAK_ARENA_SLOT_SHIFT, HAK_SS_SIZE); }
 
-/* The table up to byte `end` is readable (and zero where never written). */
-static bool table_commit(size_t end) {
+/* The table of the arena at base is readable up to byte `end` (and zero where never
+ * written). */
+static bool table_commit(uintptr_t base, size_t end) {
     if (end <= table_done) return true;
     size_t to = hak_align_up(end, HAK_PAGE);
-    if (!_hak_os_commit_keep((char *)_hak_arena_base + table_done, to - table_done)) return false;
+    if (!_hak_os_commit_keep((char *)base + table_done, to - table_done)) return false;
     table_done = to;
     return true;
 }
@@ -56,15 +57,15 @@ static void reserve(void) {
     void *b;
     while ((b = _hak_os_reserve(len, HAK_SS_SIZE)) == NULL && len / 2 >= floor)
         len = hak_align_up(len / 2, HAK_SS_SIZE);
-    if (b == NULL || table_len(len) >= len) {
-        if (b != NULL) _hak_os_unmap(b, len);
+    if (b == NULL) return;
+    next_off = table_len(len);
+    /* the table's own units: their slots (all 0) are read by a free of such an address */
+    if (next_off >= len || !table_commit((uintptr_t)b, next_off >> HAK_ARENA_SLOT_SHIFT)) {
+        _hak_os_unmap(b, len);
         return;
     }
     __atomic_store_n(&_hak_arena_base, (uintptr_t)b, __ATOMIC_RELAXED);
     __atomic_store_n(&_hak_arena_len, len, __ATOMIC_RELAXED);
-    next_off = table_len(len);
-    /* the table's own units: their slots (all 0) are read by a free of such an address */
-    if (!table_commit(next_off >> HAK_ARENA_SLOT_SHIFT)) next_off = len;   /* unusable */
     __atomic_store_n(&_hak_arena_top, next_off >> HAK_ARENA_SLOT_SHIFT, __ATOMIC_RELEASE);
 }
 
@@ -85,7 +86,8 @@ void *_hak_arena_take(void) {
     } else {
         if (next_off + HAK_SS_SIZE > _hak_arena_len) return NULL;      /* full */
         ss = _hak_arena_base + next_off;
-        if (!table_commit((next_off + HAK_SS_SIZE) >> HAK_ARENA_SLOT_SHIFT)) return NULL;
+        if (!table_commit(_hak_arena_base, (next_off + HAK_SS_SIZE) >> HAK_ARENA_SLOT_SHIFT))
+            return NULL;
     }
     if (!_hak_os_commit((void *)ss, HAK_SS_SIZE)) {
         if (!fresh) {                                      /* keep it for the next try */
