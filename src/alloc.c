@@ -88,24 +88,6 @@ static SLOW_PATH void report_bad_block(const char *func, const void *p) {
 
 static SLOW_PATH void free_invalid(void *p) { report_bad_block("free", p); }
 
-static void free_unit(hak_unit_t *u, void *p);
-
-/* Not in the arena: a superslab outside it (arena.c), a huge block, NULL, or no block. */
-static SLOW_PATH void free_slow(void *p) {
-    if (hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS) {
-        free_unit(hak_unit_of(hak_ss_of(p), p), p);
-        return;
-    }
-    if (p == NULL) return;
-    hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
-    if (h != NULL) {
-        _hak_huge_free(h, p);                  /* checks the pointer itself */
-        _hak_purge_thread_poll();
-        return;
-    }
-    _hak_report("free", HAK_ERR_FOREIGN, p, 0);
-}
-
 /* free's countdown ran out. Mallocs since it was set may have left room (they count only
  * nalloc, span.h): then it starts again from what is left, unless that is under an eighth
  * of the depth (the flush might as well come now: a cache that hovers near full would
@@ -184,7 +166,21 @@ FAST_PATH void free_block(hak_unit_t *u, void *p) {
     free_other(p, u);
 }
 
-static void free_unit(hak_unit_t *u, void *p) { free_block(u, p); }
+/* Not in the arena: a superslab outside it (arena.c), a huge block, NULL, or no block. */
+static SLOW_PATH void free_slow(void *p) {
+    if (hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS) {
+        free_block(hak_unit_of(hak_ss_of(p), p), p);
+        return;
+    }
+    if (p == NULL) return;
+    hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
+    if (h != NULL) {
+        _hak_huge_free(h, p);                  /* checks the pointer itself */
+        _hak_purge_thread_poll();
+        return;
+    }
+    _hak_report("free", HAK_ERR_FOREIGN, p, 0);
+}
 
 HAK_EXPORT void hak_free(void *p) {
     hak_unit_t *u;
