@@ -199,11 +199,20 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
     return alloc_slow((size_t)(tc - h->tc), total, true);
 }
 
+/* p's unit slot if p lies in a superslab: from the arena's table, else through the
+ * registry and the superslab's header. */
+FAST_PATH bool unit_find(const void *p, hak_unit_t **u) {
+    if (likely(hak_arena_unit(p, u))) return true;
+    if (hak_chunk_kind((uintptr_t)p) != HAK_CHUNK_SS) return false;
+    *u = hak_unit_of(hak_ss_of(p), p);
+    return true;
+}
+
 HAK_EXPORT size_t hak_usable_size(const void *p) {
-    if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
-        hak_superslab_t *ss = hak_ss_of(p);
-        if (likely(hak_block_start(hak_unit_of(ss, p), p))) {
-            hak_span_t *s = hak_span_of(ss, p);
+    hak_unit_t *u;
+    if (likely(unit_find(p, &u))) {
+        if (likely(hak_block_start(u, p))) {
+            hak_span_t *s = &hak_ss_of(p)->spans[u->span];
             return unlikely(_hak_opt.check) ? _hak_check_usable(s, p) : s->bsize;
         }
         report_bad_block("malloc_usable_size", p);
@@ -239,15 +248,16 @@ static void *realloc_huge(hak_huge_t *h, void *p, size_t n) {
 HAK_EXPORT void *hak_realloc(void *p, size_t n) {
     if (p == NULL) return hak_malloc(n);
     if (n == 0) { hak_free(p); return NULL; }        /* glibc's behaviour */
-    if (likely(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS)) {
-        hak_superslab_t *ss = hak_ss_of(p);
-        if (unlikely(!hak_block_start(hak_unit_of(ss, p), p))) {
+    hak_unit_t *u;
+    if (likely(unit_find(p, &u))) {
+        if (unlikely(!hak_block_start(u, p))) {
             report_bad_block("realloc", p);
             errno = EINVAL;
             return NULL;
         }
-        size_t old = hak_span_of(ss, p)->bsize;
-        if (unlikely(_hak_opt.check)) old = _hak_check_usable(hak_span_of(ss, p), p);  /* move */
+        hak_span_t *s = &hak_ss_of(p)->spans[u->span];
+        size_t old = s->bsize;
+        if (unlikely(_hak_opt.check)) old = _hak_check_usable(s, p);              /* move */
         else if (n <= old && (n > old / 2 || old <= 64)) return p;       /* not worth a move */
         void *q = hak_malloc(n);
         if (q == NULL) return NULL;
