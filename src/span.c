@@ -151,25 +151,24 @@ FAST_PATH uint32_t walk_remote(hak_span_t *s, void *head, bool checked, uint32_t
     bounds_t k = bounds_of(s);
     uint32_t n = 1, used = s->used;
     void *tail = head, *at = cut == 1 ? head : NULL;
-    for (;;) {
-        void *next = *(void **)tail;
-        /* NULL fails the bounds test too: one test for the list's end and for damage */
-        if (unlikely(!in_bounds(k, next)) || unlikely(checked && !link_ok_checked(s, tail, next))) {
-            if (next == NULL && (!checked || link_ok_checked(s, tail, next))) break;
-            report_link(s, tail);
-            link_set(tail, NULL);
-            break;
-        }
+    void *next = *(void **)tail;
+    /* NULL fails the bounds test too: one test for the list's end and for damage */
+    while (likely(in_bounds(k, next)) && likely(!checked || link_ok_checked(s, tail, next))) {
         if (unlikely(n >= used)) {            /* more blocks back than were out: a cycle */
             void *end;                        /* (tail itself stays in a register) */
             n = repair_remote(s, head, &end);
-            tail = end;
-            at = NULL;                        /* (the fill walks this rare list itself) */
-            break;
+            *tailp = end;
+            *cutp = NULL;                     /* (the fill walks this rare list itself) */
+            return n;
         }
         tail = next;
         n++;
         at = n == cut ? tail : at;
+        next = *(void **)tail;
+    }
+    if (next != NULL || (checked && !link_ok_checked(s, tail, next))) {
+        report_link(s, tail);
+        link_set(tail, NULL);
     }
     *tailp = tail;
     *cutp = at;
