@@ -32,6 +32,7 @@ static bool tried;                      /* the reservation was tried (once) */
 static size_t next_off;                 /* the first offset never made a superslab */
 static uintptr_t given_back;            /* superslabs to reuse, linked through slot 0 */
 static size_t table_done;               /* bytes of the table committed */
+static _Atomic size_t live;             /* superslabs in the arena now (statistics) */
 
 /* The table's bytes for the arena's superslabs, and the first superslab's offset. */
 static size_t table_len(size_t len) { return hak_align_up(len >> HAK_ARENA_SLOT_SHIFT, HAK_SS_SIZE); }
@@ -96,6 +97,7 @@ void *_hak_arena_take(void) {
         }
         return NULL;
     }
+    relaxed_store(&live, relaxed_load(&live) + 1);
     if (fresh) {
         next_off += HAK_SS_SIZE;
         __atomic_store_n(&_hak_arena_top, next_off >> HAK_ARENA_SLOT_SHIFT, __ATOMIC_RELEASE);
@@ -113,5 +115,11 @@ bool _hak_arena_give(void *p) {
     if (!_hak_os_decommit(p, HAK_SS_SIZE)) _hak_os_purge(p, HAK_SS_SIZE);
     u[0].tc = (hak_tcache_t *)given_back;
     given_back = ss;
+    relaxed_store(&live, relaxed_load(&live) - 1);
     return true;
+}
+
+size_t _hak_arena_superslabs(size_t *reserved) {
+    *reserved = __atomic_load_n(&_hak_arena_len, __ATOMIC_RELAXED);
+    return relaxed_load(&live);
 }

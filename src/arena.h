@@ -53,5 +53,7 @@ void *_hak_arena_take(void);
 /* ss goes back to the arena (its memory freed, its slots zeroed): false if ss is not the
  * arena's (the caller unmaps it). */
 bool _hak_arena_give(void *ss);
+/* Superslabs in the arena now, and the bytes it reserves (0: none). */
+size_t _hak_arena_superslabs(size_t *reserved);
 
 #endif

@@ -16,6 +16,7 @@
 #include "os.h"
 #include "size_class.h"
 #include "stats.h"
+#include "arena.h"
 #include "superslab.h"
 
 HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
@@ -92,8 +93,13 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
     fprintf(out, "%-6s %12llu %12llu %12lld\n", "huge", st.huge_allocs, st.huge_frees, (long long)(st.huge_allocs - st.huge_frees));
     fprintf(out, "memory: mapped %.1f MiB (peak %.1f), committed %.1f MiB, resident %.1f MiB (peak %.1f), purged %.1f MiB in all\n",
             mib(st.mapped), mib(st.mapped_peak), mib(st.committed), mib(st.resident), mib(st.resident_peak), mib(st.purged));
-    fprintf(out, "superslabs: %llu live (peak %llu); huge blocks: %llu live, BigCache %llu hits, %llu misses\n",
-            st.superslabs_live, st.superslabs_peak, st.huge_live, st.bigcache_hits, st.bigcache_misses);
+    size_t reserved, in_arena = _hak_arena_superslabs(&reserved);
+    fprintf(out, "superslabs: %llu live (peak %llu), ", st.superslabs_live, st.superslabs_peak);
+    if (reserved) fprintf(out, "%zu in the arena (%.0f GiB of address space reserved)", in_arena,
+                          (double)reserved / (1u << 30));
+    else fputs("no arena", out);
+    fprintf(out, "; huge blocks: %llu live, BigCache %llu hits, %llu misses\n",
+            st.huge_live, st.bigcache_hits, st.bigcache_misses);
     fprintf(out, "threads: %llu live, %llu started; purge thread: %llu starts, %llu rounds; %llu spans reclaimed for idle owners\n",
             st.threads_live, st.threads_total, st.purge_starts, st.purge_rounds, st.reclaimed_spans);
     fprintf(out, "in use: %.1f MiB in blocks (in %.1f MiB of spans), %.1f MiB in huge blocks\n",

@@ -10,7 +10,8 @@
  *   - misuse is reported from both kinds (an interior pointer), and from addresses of the
  *     arena that hold no block (its table; a superslab given back);
  *   - superslabs given back (trim) leave the arena's range as it was, their slots zero, and
- *     the next ones are made in their place, not further up.
+ *     the next ones are made in their place, not further up; the statistics' count of
+ *     superslabs in the arena follows.
  * Runs on the hak_* API; needs no RLIMIT_AS (there is no arena under one). */
 #include <fcntl.h>
 #include <pthread.h>
@@ -86,6 +87,9 @@ int main(void) {
     }
     REQUIRE(_hak_arena_len == ((size_t)8 << 20), "arena of %zu bytes", _hak_arena_len);
     CHECK(inside > 0 && outside > 0, "%d blocks in the arena, %d outside", inside, outside);
+    size_t reserved;
+    CHECK(_hak_arena_superslabs(&reserved) == 3 && reserved == _hak_arena_len,
+          "%zu superslabs counted in the arena", _hak_arena_superslabs(&reserved));
     uintptr_t top = _hak_arena_top;
     CHECK(top == (_hak_arena_len >> HAK_ARENA_SLOT_SHIFT), "top %#lx", (unsigned long)top);
 
@@ -115,6 +119,8 @@ int main(void) {
     /* 4. given back: the range stays, the slots are zero, a free there is reported */
     hak_trim(0);
     CHECK(_hak_arena_top == top, "top moved on trim");
+    CHECK(_hak_arena_superslabs(&reserved) == 0, "%zu superslabs counted after the trim",
+          _hak_arena_superslabs(&reserved));
     hak_unit_t *u = hak_unit_of(hak_ss_of(blocks[first_in]), blocks[first_in]);
     CHECK(u->div_magic == 0 && !u->in_use && relaxed_load(&u->owner) == 0,
           "the slot of a given-back superslab is not zero");
@@ -131,6 +137,7 @@ int main(void) {
     }
     CHECK(again == inside, "%d blocks in the arena again, %d the first time", again, inside);
     CHECK(_hak_arena_top == top, "the arena grew instead of reusing its superslabs");
+    CHECK(_hak_arena_superslabs(&reserved) == 3);
     for (int i = 0; i < N; i++) {
         CHECK(((unsigned char *)blocks[i])[63] == (unsigned char)i);
         hak_free(blocks[i]);
