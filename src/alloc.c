@@ -143,7 +143,7 @@ static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
 static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     uintptr_t owner = relaxed_load(&u->owner);
     hak_heap_t *me = _hak_thread_heap;
-    hak_span_t *s = &hak_ss_of(p)->spans[u->span];
+    hak_span_t *s = hak_span_at(p, u);
     if (likely(owner > HAK_CHECK_OWNER && me != &_hak_empty_heap)) {
         /* the counter first: once pushed, the block may be collected and its span reused */
         uint64_t *count = &me->st.remote_frees[u->cls];
@@ -199,20 +199,11 @@ HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
     return alloc_slow((size_t)(tc - h->tc), total, true);
 }
 
-/* p's unit slot if p lies in a superslab: from the arena's table, else through the
- * registry and the superslab's header. */
-FAST_PATH bool unit_find(const void *p, hak_unit_t **u) {
-    if (likely(hak_arena_unit(p, u))) return true;
-    if (hak_chunk_kind((uintptr_t)p) != HAK_CHUNK_SS) return false;
-    *u = hak_unit_of(hak_ss_of(p), p);
-    return true;
-}
-
 HAK_EXPORT size_t hak_usable_size(const void *p) {
     hak_unit_t *u;
-    if (likely(unit_find(p, &u))) {
+    if (likely(hak_unit_find(p, &u))) {
         if (likely(hak_block_start(u, p))) {
-            hak_span_t *s = &hak_ss_of(p)->spans[u->span];
+            hak_span_t *s = hak_span_at(p, u);
             return unlikely(_hak_opt.check) ? _hak_check_usable(s, p) : s->bsize;
         }
         report_bad_block("malloc_usable_size", p);
@@ -249,13 +240,13 @@ HAK_EXPORT void *hak_realloc(void *p, size_t n) {
     if (p == NULL) return hak_malloc(n);
     if (n == 0) { hak_free(p); return NULL; }        /* glibc's behaviour */
     hak_unit_t *u;
-    if (likely(unit_find(p, &u))) {
+    if (likely(hak_unit_find(p, &u))) {
         if (unlikely(!hak_block_start(u, p))) {
             report_bad_block("realloc", p);
             errno = EINVAL;
             return NULL;
         }
-        hak_span_t *s = &hak_ss_of(p)->spans[u->span];
+        hak_span_t *s = hak_span_at(p, u);
         size_t old = s->bsize;
         if (unlikely(_hak_opt.check)) old = _hak_check_usable(s, p);              /* move */
         else if (n <= old && (n > old / 2 || old <= 64)) return p;       /* not worth a move */

@@ -48,12 +48,11 @@ static bool table_commit(uintptr_t base, size_t end) {
 }
 
 /* Reserves the arena: the size asked for (HAKMEM_ARENA_MB), halved while the kernel refuses
- * it (valgrind, for one, offers a client 32 GiB at most) down to MIN_ARENA. None under
- * RLIMIT_AS, where its address space would come out of what the program may map. */
+ * it (valgrind, for one, offers a client 32 GiB at most) down to MIN_ARENA. */
 static void reserve(void) {
     tried = true;
     size_t len = hak_align_up((size_t)_hak_opt.arena_mb << 20, HAK_SS_SIZE);
-    if (len == 0 || _hak_os_space_limited()) return;
+    if (len == 0) return;
     size_t floor = len < MIN_ARENA ? len : MIN_ARENA;
     void *b;
     while ((b = _hak_os_reserve(len, HAK_SS_SIZE)) == NULL && len / 2 >= floor)
@@ -72,12 +71,14 @@ static void reserve(void) {
 
 static hak_unit_t *slots_at(uintptr_t ss) { return hak_ss_units((hak_superslab_t *)ss); }
 
-/* A program that sets RLIMIT_AS after the arena was reserved (the reservation is within
- * its limit then) expects its later memory to count against it: from then on superslabs
- * are mapped on their own, which the kernel counts. One getrlimit per superslab made. */
+/* None under RLIMIT_AS: the reservation would come out of what the program may map, and a
+ * program that sets the limit after the arena was reserved expects its later memory to
+ * count against it, so from then on superslabs are mapped on their own, which the kernel
+ * counts. One getrlimit per superslab made. */
 void *_hak_arena_take(void) {
+    if (_hak_os_space_limited()) return NULL;
     if (!tried) reserve();
-    if (_hak_arena_len == 0 || _hak_os_space_limited()) return NULL;
+    if (_hak_arena_len == 0) return NULL;
     uintptr_t ss;
     bool fresh = given_back == 0;
     if (!fresh) {

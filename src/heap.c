@@ -627,8 +627,8 @@ typedef struct { uintptr_t key; hak_unit_t *u; } unit_memo_t;
 FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b) {
     uintptr_t key = (uintptr_t)b >> HAK_UNIT_SHIFT;
     if (key != m->key) {
-        if (hak_chunk_kind((uintptr_t)b) != HAK_CHUNK_SS) return false;
-        hak_unit_t *u = hak_unit_of(hak_ss_of(b), b);
+        hak_unit_t *u;
+        if (!hak_unit_find(b, &u)) return false;
         if (relaxed_load(&u->owner) != h->key || u->tc != tc) return false;
         m->key = key;
         m->u = u;
@@ -667,7 +667,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
             break;
         }
         void *next = *(void **)b;
-        hak_span_t *s = &hak_ss_of(b)->spans[memo.u->span];
+        hak_span_t *s = hak_span_at(b, memo.u);
         if (s != gs) {
             /* (the memo is b's unit, not one of gs, which may go back to the pool here) */
             if (gs != NULL) return_blocks(h, gs, ghead, gtail, gn);

@@ -40,6 +40,14 @@ static bool below_limit(const void *p, size_t size) {
     return size <= HAK_CHUNK_LIMIT && (uintptr_t)p <= HAK_CHUNK_LIMIT - size;
 }
 
+/* Of a mapping of size + align bytes at raw, the size bytes at p (raw aligned up) stay;
+ * the rest is unmapped. */
+static void trim_aligned(char *raw, char *p, size_t size, size_t align) {
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    size_t tail = (size_t)(raw + size + align - (p + size));
+    if (tail) munmap(p + size, tail);
+}
+
 void *_hak_os_map_aligned(size_t size, size_t align) {
     uintptr_t hint = relaxed_load(&next_hint);
     int saved = errno;                     /* a successful call leaves errno alone */
@@ -65,9 +73,7 @@ void *_hak_os_map_aligned(size_t size, size_t align) {
             munmap(raw, size + align);
             continue;
         }
-        if (p > raw) munmap(raw, (size_t)(p - raw));
-        size_t tail = (size_t)(raw + size + align - (p + size));
-        if (tail) munmap(p + size, tail);
+        trim_aligned(raw, p, size, align);
         relaxed_store(&next_hint, (uintptr_t)p);
         return thp_advise(p, size);
     }
@@ -90,13 +96,11 @@ void *_hak_os_reserve(size_t size, size_t align) {
     errno = saved;
     if (raw == MAP_FAILED) return NULL;
     char *p = (char *)hak_align_up((uintptr_t)raw, align);
-    if (p > raw) munmap(raw, (size_t)(p - raw));
-    size_t tail = (size_t)(raw + size + align - (p + size));
-    if (tail) munmap(p + size, tail);
     if (!below_limit(p, size)) {
-        munmap(p, size);
+        munmap(raw, size + align);
         return NULL;
     }
+    trim_aligned(raw, p, size, align);
     return p;
 }
 

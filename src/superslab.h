@@ -5,6 +5,7 @@
 #include "arena.h"
 #include "internal.h"
 #include "options.h"
+#include "registry.h"
 
 FAST_PATH hak_superslab_t *hak_ss_of(const void *p) {
     return (hak_superslab_t *)((uintptr_t)p & ~(uintptr_t)HAK_SS_MASK);
@@ -12,8 +13,20 @@ FAST_PATH hak_superslab_t *hak_ss_of(const void *p) {
 FAST_PATH hak_unit_t *hak_unit_of(hak_superslab_t *ss, const void *p) {
     return &hak_ss_units(ss)[((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1)];
 }
+/* The span of p, whose unit slot u is. */
+FAST_PATH hak_span_t *hak_span_at(const void *p, const hak_unit_t *u) {
+    return &hak_ss_of(p)->spans[u->span];
+}
 FAST_PATH hak_span_t *hak_span_of(hak_superslab_t *ss, const void *p) {
     return &ss->spans[hak_unit_of(ss, p)->span];
+}
+/* p's unit slot if p lies in a superslab: from the arena's table, else through the
+ * registry and the superslab's header. */
+FAST_PATH bool hak_unit_find(const void *p, hak_unit_t **u) {
+    if (likely(hak_arena_unit(p, u))) return true;
+    if (hak_chunk_kind((uintptr_t)p) != HAK_CHUNK_SS) return false;
+    *u = hak_unit_of(hak_ss_of(p), p);
+    return true;
 }
 /* Is p the start of a block of this unit's span? One multiplication and one compare with a
  * constant (types.h, hak_unit_t): exact, bounds included; a unit where no block starts
