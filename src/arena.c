@@ -2,8 +2,8 @@
  * their unit slots at its start.
  *
  * Why. free must tell a superslab's block from a huge block or a foreign pointer, and find
- * the block's unit slot. Through the registry that is a range check, a byte-map load and
- * compare, then the superslab's header: 14 instructions. In one range whose table is
+ * the block's unit slot. Through the registry that is a range check, the chunk map's
+ * loads and compare, then the superslab's header: 14 instructions or more. In one range whose table is
  * indexed by the address, it is a subtraction, a shift, one compare with the table's end,
  * and the slot: 8 (docs/ARCHITECTURE.md, "The arena").
  *

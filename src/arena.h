@@ -1,6 +1,6 @@
 /* arena.h — the reserved address range where superslabs are made, and the table of their
  * unit slots (arena.c). free's fast path finds a block's slot here with a subtraction, a
- * shift and one compare, instead of the registry's byte map and the superslab's header. */
+ * shift and one compare, instead of the registry's chunk map and the superslab's header. */
 #ifndef HAKMEM_ARENA_H
 #define HAKMEM_ARENA_H
 #include "internal.h"

@@ -1,12 +1,14 @@
 /* registry.c — which 2 MiB chunks of the address space belong to hakmem.
  *
- * free() asks here first, so a pointer hakmem never handed out is recognised without a
- * syscall or a hash table. The answer is one byte per chunk of a 2^HAK_VA_BITS (48-bit)
- * address space: a 128 MiB table in .bss, which costs address space only — a page of it
- * becomes resident only once a chunk it describes is used (one page covers 8 GiB). A huge
- * block's header is found through a second, two-level map that only the slow path reads.
- * Writers take a lock; readers take none (an entry changes only while no live block lies
- * in its chunk).
+ * free() asks here for a pointer outside the arena (arena.c), so a pointer hakmem never
+ * handed out is recognised without a syscall or a hash table. The answer is one word per
+ * chunk of a 2^HAK_VA_BITS (48-bit) address space, in a two-level map: a 128 KiB top level
+ * in .bss, and leaves of 64 KiB (16 GiB of address space each) mapped when a chunk they
+ * describe is first registered and never given back. An entry says whether the chunk is a
+ * superslab's or a huge block's, and for a huge block holds its header. A flat byte map
+ * would save free's slow path a load, but it took 128 MiB of .bss, which every program
+ * pays under RLIMIT_AS and, with vm.overcommit_memory=2, in commit charge. Writers take a
+ * lock; readers take none (an entry changes only while no live block lies in its chunk).
  *
  * Address width. User space is not always 47 bits wide: arm64 with 48-bit VAs hands out
  * addresses up to 2^48 to any mmap, while x86-64 with 5-level paging (57 bits) and arm64
@@ -24,9 +26,8 @@
  *   - writes: every writer checks its whole range against the limit (also against
  *     wrap-around and an empty range) and refuses, writing nothing, rather than index past
  *     the table.
- * A table for all of 5-level user space (56 bits) would take 32 GiB of address space, and
- * one sized at start-up a second load on every free; neither buys anything while hakmem's
- * own memory stays below 2^48. */
+ * A map for all of 5-level user space (56 bits) would need a 32 MiB top level or a third
+ * level, and buys nothing while hakmem's own memory stays below 2^48. */
 #include "diag.h"
 #include "os.h"
 #include "registry.h"
@@ -45,24 +46,21 @@ _Static_assert(HAK_VA_BITS > HAK_SS_SHIFT && HAK_VA_BITS <= 56, "HAK_VA_BITS out
 _Static_assert(HAK_SS_SIZE % HAK_PAGE == 0 && HAK_UNIT_SIZE % HAK_PAGE == 0,
                "superslabs and units must be whole pages");
 
-#define LEAF_BITS 13
-#define TOP_BITS  (HAK_CHUNK_BITS - LEAF_BITS)
-#define LEAF_ENTRIES (1u << LEAF_BITS)
+#define LEAF_ENTRIES ((uintptr_t)1 << HAK_CHUNK_LEAF_BITS)
 
-uint8_t _hak_chunk_kind[(size_t)1 << HAK_CHUNK_BITS];
-static _Atomic(_Atomic(uintptr_t) *) huge_top[1u << TOP_BITS];   /* chunk -> huge header */
+_Atomic(_Atomic(uintptr_t) *) _hak_chunk_top[(size_t)1 << (HAK_CHUNK_BITS - HAK_CHUNK_LEAF_BITS)];
 static pthread_mutex_t reg_lock = HAK_LOCK_INIT;
 
-static _Atomic(uintptr_t) *leaf_for(uintptr_t chunk, bool create) {
-    uintptr_t top = chunk >> LEAF_BITS;
-    _Atomic(uintptr_t) *leaf = relaxed_load(&huge_top[top]);
+/* The entry of chunk c, its leaf made now if create (NULL: not there, or no memory). */
+static _Atomic(uintptr_t) *entry_for(uintptr_t c, bool create) {
+    _Atomic(_Atomic(uintptr_t) *) *top = &_hak_chunk_top[c >> HAK_CHUNK_LEAF_BITS];
+    _Atomic(uintptr_t) *leaf = relaxed_load(top);
     if (leaf == NULL && create) {
-        void *m = _hak_os_map(LEAF_ENTRIES * sizeof(uintptr_t));
-        if (m == NULL) return NULL;
-        leaf = m;
-        atomic_store_explicit(&huge_top[top], leaf, memory_order_release);
+        leaf = _hak_os_map(LEAF_ENTRIES * sizeof(uintptr_t));    /* zero: nothing's */
+        if (leaf == NULL) return NULL;
+        atomic_store_explicit(top, leaf, memory_order_release);
     }
-    return leaf;
+    return leaf != NULL ? &leaf[c & (LEAF_ENTRIES - 1)] : NULL;
 }
 
 /* Whether [a, a + len) is a non-empty range wholly below the limit, which every write
@@ -71,62 +69,48 @@ static bool covered(uintptr_t a, size_t len) {
     return len != 0 && a < HAK_CHUNK_LIMIT && len <= HAK_CHUNK_LIMIT - a;
 }
 
-static void set_kind(uintptr_t first, uintptr_t last, uint8_t kind) {
+/* Chunks first..last get entry e, every leaf made first so that a failure writes
+ * nothing (and once made, a leaf stays: a second add over the same chunks cannot fail). */
+static bool set_entries(uintptr_t first, uintptr_t last, uintptr_t e) {
     hak_assert(last < ((uintptr_t)1 << HAK_CHUNK_BITS));
-    for (uintptr_t c = first; c <= last; c++)
-        __atomic_store_n(&_hak_chunk_kind[c], kind, __ATOMIC_RELEASE);
+    hak_lock(&reg_lock);
+    for (uintptr_t c = first; c <= last; c = (c | (LEAF_ENTRIES - 1)) + 1)
+        if (entry_for(c, e != 0) == NULL && e != 0) {
+            hak_unlock(&reg_lock);
+            return false;
+        }
+    for (uintptr_t c = first; c <= last; c++) {
+        _Atomic(uintptr_t) *slot = entry_for(c, false);
+        if (slot != NULL) atomic_store_explicit(slot, e, memory_order_release);
+    }
+    hak_unlock(&reg_lock);
+    return true;
 }
 
 bool _hak_registry_add_superslab(void *ss) {
     if (!covered((uintptr_t)ss, HAK_SS_SIZE)) return false;
     uintptr_t c = (uintptr_t)ss >> HAK_SS_SHIFT;
-    hak_lock(&reg_lock);
-    set_kind(c, c, HAK_CHUNK_SS);
-    hak_unlock(&reg_lock);
-    return true;
+    return set_entries(c, c, HAK_CHUNK_SS);
 }
 
-/* Chunks [from, from + len) belong to the huge block whose header is hdr. */
+/* Chunks [from, from + len) belong to the huge block whose header is hdr (a reader that
+ * sees the entry finds the header written: release here, acquire there). */
 bool _hak_registry_add_huge(void *hdr, void *from, size_t len) {
     if (!covered((uintptr_t)from, len)) return false;
-    uintptr_t first = (uintptr_t)from >> HAK_SS_SHIFT;
-    uintptr_t last = ((uintptr_t)from + len - 1) >> HAK_SS_SHIFT;
-    hak_lock(&reg_lock);
-    for (uintptr_t c = first; c <= last; c++) {
-        _Atomic(uintptr_t) *leaf = leaf_for(c, true);
-        if (leaf == NULL) {
-            for (uintptr_t u = first; u < c; u++)
-                relaxed_store(&leaf_for(u, false)[u & (LEAF_ENTRIES - 1)], 0);
-            hak_unlock(&reg_lock);
-            return false;
-        }
-        atomic_store_explicit(&leaf[c & (LEAF_ENTRIES - 1)], (uintptr_t)hdr, memory_order_release);
-    }
-    set_kind(first, last, HAK_CHUNK_HUGE);   /* last: a reader seeing HUGE finds the header */
-    hak_unlock(&reg_lock);
-    return true;
+    hak_assert(((uintptr_t)hdr & HAK_CHUNK_KIND) == 0);
+    return set_entries((uintptr_t)from >> HAK_SS_SHIFT, ((uintptr_t)from + len - 1) >> HAK_SS_SHIFT,
+                       (uintptr_t)hdr | HAK_CHUNK_HUGE);
 }
 
 bool _hak_registry_remove(void *base, size_t len) {
     if (!covered((uintptr_t)base, len)) return false;      /* nothing there to remove */
-    uintptr_t first = (uintptr_t)base >> HAK_SS_SHIFT;
-    uintptr_t last = ((uintptr_t)base + len - 1) >> HAK_SS_SHIFT;
-    hak_lock(&reg_lock);
-    set_kind(first, last, 0);
-    for (uintptr_t c = first; c <= last; c++) {
-        _Atomic(uintptr_t) *leaf = leaf_for(c, false);
-        if (leaf) relaxed_store(&leaf[c & (LEAF_ENTRIES - 1)], 0);
-    }
-    hak_unlock(&reg_lock);
-    return true;
+    return set_entries((uintptr_t)base >> HAK_SS_SHIFT, ((uintptr_t)base + len - 1) >> HAK_SS_SHIFT, 0);
 }
 
 hak_huge_t *_hak_registry_huge_header(uintptr_t a) {
-    if (hak_chunk_kind(a) != HAK_CHUNK_HUGE) return NULL;
-    uintptr_t c = a >> HAK_SS_SHIFT;
-    _Atomic(uintptr_t) *leaf = atomic_load_explicit(&huge_top[c >> LEAF_BITS], memory_order_acquire);
-    if (leaf == NULL) return NULL;
-    return (hak_huge_t *)atomic_load_explicit(&leaf[c & (LEAF_ENTRIES - 1)], memory_order_acquire);
+    uintptr_t e = hak_chunk_entry(a, memory_order_acquire);
+    if ((e & HAK_CHUNK_KIND) != HAK_CHUNK_HUGE) return NULL;
+    return (hak_huge_t *)(e & ~(uintptr_t)HAK_CHUNK_KIND);
 }
 
 void _hak_registry_lock(void) { hak_lock(&reg_lock); }

@@ -147,7 +147,7 @@ static hak_superslab_t *ss_map(void) {
     _hak_counters_note_mapped();
     ss->magic = HAK_SS_MAGIC;
     ss->free_mask = HAK_UNITS_ALL;
-    if (!_hak_registry_add_superslab(ss)) {         /* beyond what the registry covers */
+    if (!_hak_registry_add_superslab(ss)) {   /* beyond the registry, or no memory for its leaf */
         HAK_STAT_SUB(superslabs_live, 1);
         HAK_STAT_SUB(ss_mapped, HAK_SS_SIZE);
         HAK_STAT_SUB(clean_bytes, (HAK_UNITS - 1) * HAK_UNIT_SIZE);

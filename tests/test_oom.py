@@ -92,3 +92,49 @@ def test_selfcheck_oom_detects(fault, expect):
                        errors="replace", timeout=200)
     assert r.returncode != 0, f"oom passed over a broken allocator ({fault})"
     assert expect in r.stderr, r.stderr[-3000:]
+
+
+# ---- the address space a program keeps under `ulimit -v` --------------------------------
+
+AS_LIMIT = 320 << 20
+# The least share of what glibc reaches under the same limit, per block size. Where hakmem
+# packs blocks into 2 MiB superslabs less tightly than glibc's mappings, the bound says by
+# how much (docs/ARCHITECTURE.md, "Address space"): 64 KiB blocks come 21 to a superslab
+# (three spans of 8 units, 7 blocks each, the span colour taking an eighth), and a 1 MiB
+# block takes 16 of a superslab's 31 units, so one fits per superslab.
+AS_SIZES = {64: 0.9, 12000: 0.75, 65536: 0.5, 300000: 0.75, 1 << 20: 0.4, 5 << 20: 0.75}
+
+
+def reach(size, variant):
+    """Bytes as_reach got before malloc failed, RLIMIT_AS set before the program started
+    (so the allocator's own mappings, its .bss included, count as they do under ulimit)."""
+    import resource
+    plain, static = build("as_reach")
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    cmd = [static if variant == "static" else plain, str(size)]
+    if variant == "preload":
+        env["LD_PRELOAD"] = LIB_SO
+    if variant != "glibc":
+        cmd.append("--hakmem")
+    r = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, errors="replace",
+                       timeout=120, preexec_fn=lambda: resource.setrlimit(
+                           resource.RLIMIT_AS, (AS_LIMIT, resource.RLIM_INFINITY)))
+    line = repro(cmd, {k: env[k] for k in ("LD_PRELOAD",) if k in env})
+    assert r.returncode == 0, f"exit status {r.returncode}\nreproduce (under ulimit -v " \
+        f"{AS_LIMIT >> 10}): {line}\n{tail(r.stderr)}"
+    assert_checks_passed(r, "as_reach")
+    return int(r.stdout.split()[2])
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
+@pytest.mark.parametrize("size", sorted(AS_SIZES))
+def test_address_space_under_rlimit(size, variant):
+    """Under RLIMIT_AS a program gets nearly as much memory through hakmem as through glibc:
+    hakmem's tables cost no fixed share of the limit (the registry's were 128 MiB of .bss
+    once), and its superslabs are packed as AS_SIZES says."""
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: only the glibc variant")
+    ours, theirs = reach(size, variant), reach(size, "glibc")
+    assert ours >= AS_SIZES[size] * theirs, \
+        f"{size}-byte blocks under RLIMIT_AS {AS_LIMIT >> 20} MiB: hakmem reached " \
+        f"{ours >> 20} MiB, glibc {theirs >> 20} MiB (at least {AS_SIZES[size]:.0%} wanted)"
