@@ -553,15 +553,9 @@ SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     return found;
 }
 
-/* n blocks of span s, linked from head to tail, go home to s (the owner's own, so no
- * atomics); true when that emptied the span and it went back to the pool. */
-static bool return_blocks(hak_heap_t *h, hak_span_t *s, void *head, void *tail, uint32_t n) {
-    hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
-    *(void **)tail = s->free;
-    s->free = head;
-    s->nfree += n;
-    hak_assert(s->used >= n);
-    s->used -= n;
+/* Blocks just came home to s: a full span becomes partial again (unless a remote free got
+ * there first), and a partial one with every block home goes back to the pool (true). */
+static SLOW_PATH bool span_came_back(hak_heap_t *h, hak_span_t *s) {
     hak_bin_t *bin = &h->bins[s->cls];
     if (s->list == SPAN_FULL && _hak_span_try_unmark_full(s)) {
         list_remove(&bin->full, s);
@@ -574,6 +568,18 @@ static bool return_blocks(hak_heap_t *h, hak_span_t *s, void *head, void *tail, 
         return true;
     }
     return false;
+}
+
+/* n blocks of span s, linked from head to tail, go home to s (the owner's own, so no
+ * atomics); true when that emptied the span and it went back to the pool. */
+static bool return_blocks(hak_heap_t *h, hak_span_t *s, void *head, void *tail, uint32_t n) {
+    hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
+    *(void **)tail = s->free;
+    s->free = head;
+    s->nfree += n;
+    hak_assert(s->used >= n);
+    s->used -= n;
+    return span_came_back(h, s);
 }
 
 static bool return_block(hak_heap_t *h, void *b) {
@@ -655,11 +661,10 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     h->active |= 1ull << (tc - h->tc);
     hak_lock(&h->lock);
     h->slow_ticks++;
-    /* Blocks of one span in a row (the usual case: a class's cached blocks come from a few
-     * spans) go home together, relinked into a chain that is spliced in once. */
-    hak_span_t *gs = NULL;
-    void *ghead = NULL, *gtail = NULL;
-    uint32_t gn = 0;
+    /* Each block onto its span's free list, the lists' moves (full to partial, partial to
+     * the pool) out of line. A thread that frees a structure in another order than it built
+     * it (teardown_random) caches blocks of many spans in turn: grouping runs of one span
+     * found runs of one block there, and paid a call for each. */
     for (; b != NULL; i++) {
         if (unlikely(i >= count || !cached_ok(h, tc, &memo, b))) {
             /* warn: the blocks past a damaged link stay out of use */
@@ -668,20 +673,16 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
         }
         void *next = *(void **)b;
         hak_span_t *s = hak_span_at(b, memo.u);
-        if (s != gs) {
-            /* (the memo is b's unit, not one of gs, which may go back to the pool here) */
-            if (gs != NULL) return_blocks(h, gs, ghead, gtail, gn);
-            gs = s;
-            gtail = b;
-            ghead = NULL;
-            gn = 0;
-        }
-        *(void **)b = ghead;
-        ghead = b;
-        gn++;
+        hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
+        *(void **)b = s->free;
+        s->free = b;
+        s->nfree++;
+        hak_assert(s->used >= 1);
+        s->used--;
+        /* a span gone back to the pool: its unit's slot vouches for nothing now */
+        if (unlikely(s->list == SPAN_FULL || s->used == 0) && span_came_back(h, s)) memo.key = 0;
         b = next;
     }
-    if (gs != NULL) return_blocks(h, gs, ghead, gtail, gn);
     hak_unlock(&h->lock);
 }
 
