@@ -176,6 +176,13 @@ def _cells():
                       quick={"ops": quick}, full={"ops": "40M"}, smoke={"ops": "100k"},
                       instr=({"ops": "400k"}, {"ops": "100k"}),
                       what="batches of %d blocks of 8-4096 B, freed in allocation order" % batch))
+    # A structure of a million small blocks freed in another order than it was built (a hash
+    # table's or an interpreter's teardown), and first to last.
+    for order, fifo in (("random", 0), ("fifo", 1)):
+        c.append(Cell("teardown_%s" % order, "teardown", {"blocks": "1M", "fifo": fifo, "seed": 42},
+                      quick={"ops": "4M"}, full={"ops": "16M"}, smoke={"ops": "20k", "blocks": "10k"},
+                      instr=({"ops": "400k", "blocks": "100k"}, {"ops": "200k", "blocks": "100k"}),
+                      what="1M blocks of 16-128 B built, then freed in %s order" % order))
     for t in (4, 8):
         c.append(Cell("shared_mt_%dT" % t, "shared_mt", {"threads": t},
                       quick={"ops": "8M"}, full={"ops": "32M"}, smoke={"ops": "40k"},
