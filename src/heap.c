@@ -570,20 +570,14 @@ static SLOW_PATH bool span_came_back(hak_heap_t *h, hak_span_t *s) {
     return false;
 }
 
-/* n blocks of span s, linked from head to tail, go home to s (the owner's own, so no
- * atomics); true when that emptied the span and it went back to the pool. */
-static bool return_blocks(hak_heap_t *h, hak_span_t *s, void *head, void *tail, uint32_t n) {
+/* Block b goes home to its span s (the owner's own, so no atomics). */
+FAST_PATH void block_push(hak_heap_t *h, hak_span_t *s, void *b) {
     hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
-    *(void **)tail = s->free;
-    s->free = head;
-    s->nfree += n;
-    hak_assert(s->used >= n);
-    s->used -= n;
-    return span_came_back(h, s);
-}
-
-static bool return_block(hak_heap_t *h, void *b) {
-    return return_blocks(h, hak_span_of(hak_ss_of(b), b), b, b, 1);
+    *(void **)b = s->free;
+    s->free = b;
+    s->nfree++;
+    hak_assert(s->used >= 1);
+    s->used--;
 }
 
 /* A free found its span abandoned (its thread exited): the freeing thread takes it over,
@@ -618,7 +612,8 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
         list_push(&bin->partial, s);
     }
     h->st.remote_frees[s->cls]++;           /* a free of another thread's block, counted */
-    return_block(h, p);                     /* (may give s back to the pool, and unmap it) */
+    block_push(h, s, p);
+    span_came_back(h, s);                   /* (may give s back to the pool, and unmap it) */
     hak_unlock(&h->lock);
     return true;
 }
@@ -673,12 +668,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
         }
         void *next = *(void **)b;
         hak_span_t *s = hak_span_at(b, memo.u);
-        hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
-        *(void **)b = s->free;
-        s->free = b;
-        s->nfree++;
-        hak_assert(s->used >= 1);
-        s->used--;
+        block_push(h, s, b);
         /* a span gone back to the pool: its unit's slot vouches for nothing now */
         if (unlikely(s->list == SPAN_FULL || s->used == 0) && span_came_back(h, s)) memo.key = 0;
         b = next;
