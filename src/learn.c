@@ -13,7 +13,8 @@
  *       at least to twice what came back), up to the objective's ceiling. Memory purged
  *       that no one took back within that second was not wanted: both halve, down to the
  *       floor. Decided at most every 100 ms, by whichever slow path or the purge thread
- *       gets there first.
+ *       gets there first. Keeping more takes refaults that cost the objective enough: a
+ *       rate of them over the last second (over the program's life, if shorter).
  *   thread-cache depth  A class starts at a base depth (under balanced and memory at most
  *       a number of bytes of blocks) and, per heap, doubles each time it refills after a
  *       flush (heap.c), past the built-in depth only within a byte bound; from the third
@@ -69,6 +70,7 @@ static pthread_mutex_t tick_lock = HAK_LOCK_INIT;
 static _Atomic uint64_t next_tick_ms;
 static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below */
 static uint64_t pending, pending_since;           /* purged, not (yet) taken back */
+static uint64_t born_ms;                          /* the learner's start */
 #define RATE_TICKS 10                             /* refaults of the last ticks (a second) */
 static uint64_t rate_ms[RATE_TICKS], rate_bytes[RATE_TICKS];
 static unsigned rate_next;
@@ -78,6 +80,7 @@ void _hak_learn_init(void) {
     mode = (int)_hak_opt.learn;
     if (mode == OFF) return;
     obj = &objectives[mode];
+    born_ms = _hak_now_ms();
     learn_delay = !_hak_option_explicit(&_hak_opt.purge_delay_ms);
     learn_cap = !_hak_option_explicit(&_hak_opt.dirty_max_mb);
     i_delay = _hak_learned_add("purge_delay_ms", &_hak_opt.purge_delay_ms);
@@ -129,13 +132,19 @@ void _hak_learn_tick(uint64_t now) {
             /* keep more where refaults cost the objective enough: what came back within the
              * last second, against the objective's rate (balanced: 256 MiB/s, some 64 ms of
              * page faults and zeroing a second, ~6% of a core; a program that frees a phase
-             * and takes it back once per phase refaults less and keeps purging) */
+             * and takes it back once per phase refaults less and keeps purging). A program
+             * younger than a second is held to the rate over its life so far (at least a
+             * tick): one that rebuilds a large structure every few tens of milliseconds and
+             * ends within the second would otherwise pay its refaults for all of its life. */
             rate_ms[rate_next % RATE_TICKS] = now;
             rate_bytes[rate_next++ % RATE_TICKS] = dr;
             uint64_t second = 0;
             for (unsigned k = 0; k < RATE_TICKS; k++)
                 if (now - rate_ms[k] < HAK_REFAULT_WINDOW_MS) second += rate_bytes[k];
-            if (dr * 4 >= dp && second >= obj->up_rate) step(true, (long)(2 * dr / MIB));
+            uint64_t span = now - born_ms;
+            span = span < TICK_MS ? TICK_MS : span > HAK_REFAULT_WINDOW_MS ? HAK_REFAULT_WINDOW_MS : span;
+            if (dr * 4 >= dp && second / span >= obj->up_rate / HAK_REFAULT_WINDOW_MS)
+                step(true, (long)(2 * dr / MIB));
         } else {
             if (dp > 0 && pending == 0) pending_since = now;
             pending += dp;

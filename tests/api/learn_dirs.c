@@ -1,12 +1,13 @@
 /* The learning layer moves its parameters the documented way (issue 12, docs/ARCHITECTURE.md
  * "Learning").
  *
- * Usage: learn_dirs periodic|burst [--mib=N] [--thread] [--hakmem]
+ * Usage: learn_dirs periodic|burst [--mib=N] [--cycles=N] [--work-ms=N] [--thread] [--hakmem]
  *
- *   periodic  14 cycles: N MiB (96) of 1-16 KiB blocks allocated (every page written),
- *             checked and freed, then 60 ms of small work. With the default 32 MiB dirty cap
- *             two thirds of 96 MiB are purged at each free and faulted back in the next
- *             cycle: the evidence for keeping more.
+ *   periodic  N cycles (14): N MiB (96) of 1-16 KiB blocks allocated (every page written),
+ *             checked and freed, then N ms (60) of small work. With the default 32 MiB dirty
+ *             cap two thirds of 96 MiB are purged at each free and faulted back in the next
+ *             cycle: the evidence for keeping more. Three short cycles make a program that
+ *             ends within a second, before it has refaulted 256 MiB.
  *   burst     N MiB (128) of 64-512 B blocks, 95% freed (runs of 256 blocks, so that whole
  *             spans empty), then 2.5 s of small work: the purged memory is never wanted
  *             back, the evidence for returning sooner.
@@ -112,14 +113,14 @@ static void small_work(double seconds)
     }
 }
 
-static long mib;
+static long mib, cycles = 14, work_ms = 60;
 
 static void periodic(void)
 {
     enum { BLOCKS = 60000 };                 /* 8.5 KiB on average: up to 480 MiB */
     static void *v[BLOCKS];
     static size_t sz[BLOCKS];
-    for (int cycle = 0; cycle < 14; cycle++) {
+    for (int cycle = 0; cycle < cycles; cycle++) {
         size_t total = 0;
         int n = 0;
         while (total < (size_t)(mib ? mib : 96) * MiB && n < BLOCKS) {
@@ -134,7 +135,7 @@ static void periodic(void)
             verify(v[i], sz[i]);
             free(v[i]);
         }
-        small_work(0.06);
+        small_work(work_ms / 1000.0);
     }
 }
 
@@ -176,6 +177,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--hakmem") == 0) hakmem = 1;
         else if (strcmp(argv[i], "--thread") == 0) thread = 1;
         else if (strncmp(argv[i], "--mib=", 6) == 0) mib = atol(argv[i] + 6);
+        else if (strncmp(argv[i], "--cycles=", 9) == 0) cycles = atol(argv[i] + 9);
+        else if (strncmp(argv[i], "--work-ms=", 10) == 0) work_ms = atol(argv[i] + 10);
     }
     if (hakmem) REQUIRE(hak_learned_get != NULL);
     free(malloc(16));                        /* hakmem is initialised: the start values */
@@ -190,7 +193,8 @@ int main(int argc, char **argv)
     if (strcmp(mode, "periodic") == 0) periodic();
     else if (strcmp(mode, "burst") == 0) burst();
     else {
-        fprintf(stderr, "usage: learn_dirs periodic|burst [--mib=N] [--thread] [--hakmem]\n");
+        fprintf(stderr, "usage: learn_dirs periodic|burst [--mib=N] [--cycles=N] [--work-ms=N] "
+                "[--thread] [--hakmem]\n");
         return 2;
     }
     if (hakmem) {
