@@ -141,10 +141,10 @@ void _hak_learn_tick(uint64_t now) {
             uint64_t second = 0;
             for (unsigned k = 0; k < RATE_TICKS; k++)
                 if (now - rate_ms[k] < HAK_REFAULT_WINDOW_MS) second += rate_bytes[k];
-            uint64_t span = now - born_ms;
-            span = span < TICK_MS ? TICK_MS : span > HAK_REFAULT_WINDOW_MS ? HAK_REFAULT_WINDOW_MS : span;
-            if (dr * 4 >= dp && second / span >= obj->up_rate / HAK_REFAULT_WINDOW_MS)
-                step(true, (long)(2 * dr / MIB));
+            uint64_t age = now - born_ms, need = obj->up_rate;
+            if (age < HAK_REFAULT_WINDOW_MS)          /* (< 1000 ms: no overflow) */
+                need = need / HAK_REFAULT_WINDOW_MS * (age < TICK_MS ? TICK_MS : age);
+            if (dr * 4 >= dp && second >= need) step(true, (long)(2 * dr / MIB));
         } else {
             if (dp > 0 && pending == 0) pending_since = now;
             pending += dp;
