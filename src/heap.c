@@ -623,7 +623,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
  * touches it, so a damaged link ends in a report, not a wild write. The unit last vouched
  * for is remembered (a class's cached blocks come mostly from a few spans), so most checks
  * are the block-start multiplication alone. */
-typedef struct { uintptr_t key; hak_unit_t *u; } unit_memo_t;
+typedef struct { uintptr_t key; hak_unit_t *u; hak_span_t *s; } unit_memo_t;
 
 FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b) {
     uintptr_t key = (uintptr_t)b >> HAK_UNIT_SHIFT;
@@ -633,6 +633,7 @@ FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *
         if (relaxed_load(&u->owner) != h->key || u->tc != tc) return false;
         m->key = key;
         m->u = u;
+        m->s = hak_span_at(b, u);
     }
     return hak_block_start(m->u, b);
 }
@@ -644,7 +645,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     uint32_t count = hak_tc_count(tc);
     void *b = tc->head, *prev = NULL;
     uint32_t i = 0;
-    unit_memo_t memo = { 0, NULL };
+    unit_memo_t memo = { 0, NULL, NULL };
     for (; i < keep && b != NULL; i++) {
         if (unlikely(!cached_ok(h, tc, &memo, b))) break;
         prev = b;
@@ -667,7 +668,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
             break;
         }
         void *next = *(void **)b;
-        hak_span_t *s = hak_span_at(b, memo.u);
+        hak_span_t *s = memo.s;
         block_push(h, s, b);
         /* a span gone back to the pool: its unit's slot vouches for nothing now */
         if (unlikely(s->list == SPAN_FULL || s->used == 0) && span_came_back(h, s)) memo.key = 0;
