@@ -69,15 +69,20 @@ size_t _hak_check_class(size_t c, size_t n) {
  * the canary). */
 size_t _hak_check_usable(const hak_span_t *s, const void *p) {
     size_t n, bsize = s->bsize;
-    if (s->capacity == 1) return s->pad0;
+    if (s->capacity == 1) return s->asked;
     memcpy(&n, (const char *)p + bsize - 8, 8);
     return n + 16 <= bsize ? n : bsize;
 }
 
-/* A freed block is handed out again: its fill must be intact (span.c checked its first 16
- * bytes when it followed the block's link). */
+/* A freed block comes home: span.c checked its first 16 bytes (the remote list's link
+ * and key) and is done with them, so they become fill as well. */
+void _hak_check_refill(void *p) {
+    memset(p, FILL, 16);
+}
+
+/* A freed block is handed out again: its fill must be intact. */
 void _hak_check_reuse(const hak_span_t *s, void *p) {
-    if (!fill_intact(p, 16, s->bsize)) _hak_report("malloc", HAK_ERR_USE_AFTER_FREE, p, s->bsize);
+    if (!fill_intact(p, 0, s->bsize)) _hak_report("malloc", HAK_ERR_USE_AFTER_FREE, p, s->bsize);
 }
 
 /* A block leaves the allocator: arm the canary. */
@@ -87,7 +92,7 @@ void *_hak_check_alloc(hak_span_t *s, void *p, size_t n) {
     ((void **)p)[1] = NULL;
     uint64_t canary = CANARY;
     if (s->capacity == 1) {
-        s->pad0 = (uint32_t)n;
+        s->asked = (uint32_t)n;
         if (n + 8 <= bsize) memcpy(b + n, &canary, 8);
     } else {
         memcpy(b + n, &canary, 8);

@@ -536,19 +536,16 @@ void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
     return b;
 }
 
-/* A free found the double-free key in p: is p really free already, in this cache or on
- * its span's free list? (Only a user's data that happens to equal the key gets here
+/* A free found the double-free key in p: is p really free already, in this cache or at
+ * home in its span? (Only a user's data that happens to equal the key gets here
  * otherwise.) */
 SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     uint32_t n = hak_tc_count(tc);
     for (void *b = tc->head; b != NULL && n-- > 0; b = *(void **)b)
         if (b == p) return true;
     hak_span_t *s = hak_span_of(hak_ss_of(p), p);
-    bool found = false;
     hak_lock(&h->lock);
-    uint32_t m = s->nfree;
-    for (void *b = s->free; b != NULL && m-- > 0 && !found; b = *(void **)b)
-        found = b == p;
+    bool found = hak_span_is_free(s, p);
     hak_unlock(&h->lock);
     return found;
 }
@@ -570,12 +567,15 @@ static SLOW_PATH bool span_came_back(hak_heap_t *h, hak_span_t *s) {
     return false;
 }
 
-/* Block b goes home to its span s (the owner's own, so no atomics). */
+/* Block b goes home to its span s (the owner's own, so no atomics). A block found home
+ * already was freed twice (the second time after a use after free overwrote the key that
+ * catches it in free): reported, and kept home once. */
 FAST_PATH void block_push(hak_heap_t *h, hak_span_t *s, void *b) {
     hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
-    *(void **)b = s->free;
-    s->free = b;
-    s->nfree++;
+    if (unlikely(!hak_span_put(s, b))) {
+        _hak_report(NULL, HAK_ERR_CORRUPT, b, s->bsize);
+        return;
+    }
     hak_assert(s->used >= 1);
     s->used--;
 }
@@ -604,7 +604,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     hak_lock(&h->lock);
     _hak_span_collect_remote(s);
     hak_bin_t *bin = &h->bins[s->cls];
-    if (s->free == NULL && s->bump == s->end && _hak_span_try_mark_full(s)) {
+    if (s->nfree == 0 && s->bump == s->end && _hak_span_try_mark_full(s)) {
         s->list = SPAN_FULL;
         list_push(&bin->full, s);
     } else {

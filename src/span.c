@@ -1,7 +1,11 @@
-/* span.c — the blocks of one span: carving, the owner's free list, and remote frees.
+/* span.c — the blocks of one span: carving, the owner's free bitmap, and remote frees.
  *
- * Only the owning heap touches `free`, `bump`, `used` and `nfree`. Other threads hand
- * blocks back through `remote`, a lock-free stack whose two low bits carry a state:
+ * Only the owning heap touches `free`, `bump`, `used` and `nfree`. The free blocks at home
+ * are a bitmap, not a list: a fill hands them out lowest address first, whatever the order
+ * they came back in, so a structure rebuilt in spans its teardown left nearly empty is laid
+ * out in address order again (and no fill follows a chain of links through cold memory).
+ * Other threads hand blocks back through `remote`, a lock-free stack whose two low bits
+ * carry a state:
  *
  *   NORMAL     a free pushes the block.
  *   FULL       the owner parked the span in its full list (every block out, nothing
@@ -22,11 +26,9 @@
 #include "span.h"
 #include "superslab.h"
 
-static bool in_span(const hak_span_t *s, const void *b);
-
 #if HAKMEM_DEBUG > 0
 /* Everything the span's metadata says of itself (owner's lock held, or the span is the
- * caller's alone). Walks the free list: debug builds only. */
+ * caller's alone). Walks the free bitmap: debug builds only. */
 void _hak_span_validate(const hak_span_t *s) {
     hak_superslab_t *ss = hak_ss_of(s);
     unsigned u = (unsigned)(s - ss->spans);
@@ -51,10 +53,16 @@ void _hak_span_validate(const hak_span_t *s) {
                              : uo == o->key || uo == HAK_CHECK_OWNER || uo == HAK_REMOTE_OWNER);
         hak_assert(!(ss->free_mask & (1u << k)));
     }
+    hak_assert(s->free == (s->capacity <= HAK_SPAN_INLINE_BITS ? s->inline_bits : ss->fbits[u]));
     uint32_t n = 0;
-    for (void *b = s->free; b != NULL; b = *(void **)b) {
-        hak_assert(in_span(s, b) && _hak_freemap_get(s, b));
-        hak_assert(++n <= s->nfree);
+    for (uint32_t w = 0; w < (s->capacity + 63) / 64; w++) {
+        uint64_t x = s->free[w];
+        hak_assert(w < s->capacity / 64 || (x >> (s->capacity % 64)) == 0);
+        for (; x != 0; x &= x - 1) {
+            char *b = s->start + ((size_t)w * 64 + (size_t)__builtin_ctzll(x)) * s->bsize;
+            hak_assert(b < s->bump && _hak_freemap_get(s, b));
+            n++;
+        }
     }
     hak_assert(n == s->nfree);
 }
@@ -68,13 +76,13 @@ void _hak_debug_freed(const void *p) {
 #endif
 
 /* ---- links between free blocks ------------------------------------------------------
- * A free block's first word links it to the next one. The program may have written over
- * it (a use after free), so a slow path that follows a link first checks where it goes:
- * to NULL or to a block of the same span, below its bump pointer. In checked mode a free
- * block's second word also holds the link XOR a key, and the target must be marked free:
- * any write into the first 16 bytes of a freed block breaks the pair. A link that fails
- * is reported; with HAKMEM_ON_ERROR=warn the list ends there (the blocks past it stay out
- * of use) and the span works on. */
+ * A block on a remote list links to the next by its first word. The program may have
+ * written over it (a use after free), so the owner, when it collects the list, first
+ * checks where each link goes: to NULL or to a block of the same span, below its bump
+ * pointer. In checked mode a free block's second word also holds the link XOR a key, and
+ * the target must be marked free: any write into the first 16 bytes of a freed block
+ * breaks the pair. A link that fails is reported; with HAKMEM_ON_ERROR=warn the list ends
+ * there (the blocks past it stay out of use) and the span works on. */
 
 #define LINK_KEY 0x5a17c0de0bad1dedull
 
@@ -88,16 +96,13 @@ static inline bounds_t bounds_of(const hak_span_t *s) {
     return (bounds_t){ (uintptr_t)s->start, (uintptr_t)(s->bump - s->start), m };
 }
 
-/* b is a block of the span below its bump pointer: one compare for the range, one
- * multiplication for the block start (offsets fit 32 bits; the multiplier M of
- * hak_block_start maps block q, offset q * bsize from the start, to q * E, below the
- * window for q < capacity, and any other offset past it). */
-static inline bool in_bounds(bounds_t k, const void *b) {
-    uintptr_t off = (uintptr_t)b - k.start;
+/* The block at offset off from the span's start is one below its bump pointer: one
+ * compare for the range, one multiplication for the block start (offsets fit 32 bits; the
+ * multiplier M of hak_block_start maps block q, offset q * bsize from the start, to q * E,
+ * below the window for q < capacity, and any other offset past it). */
+static inline bool in_bounds(bounds_t k, uintptr_t off) {
     return off < k.len && (uint64_t)(uint32_t)off * k.magic < HAK_BLOCK_WINDOW;
 }
-
-static bool in_span(const hak_span_t *s, const void *b) { return in_bounds(bounds_of(s), b); }
 
 /* Checked mode's part of a link check: the key word agrees and the target is free. */
 static bool link_ok_checked(const hak_span_t *s, void *b, void *next) {
@@ -105,109 +110,81 @@ static bool link_ok_checked(const hak_span_t *s, void *b, void *next) {
     return next == NULL || _hak_freemap_get(s, next);
 }
 
-static bool link_ok(const hak_span_t *s, void *b, void *next) {
-    if (next != NULL && !in_span(s, next)) return false;
-    return likely(!_hak_opt.check) || link_ok_checked(s, b, next);
-}
-
-static void link_set(void *b, void *next) {
-    *(void **)b = next;
-    if (unlikely(_hak_opt.check)) ((uintptr_t *)b)[1] = (uintptr_t)next ^ LINK_KEY;
-}
-
 static SLOW_PATH void report_link(const hak_span_t *s, void *b) {
     _hak_report(NULL, _hak_opt.check ? HAK_ERR_LINK_DAMAGED : HAK_ERR_CORRUPT, b, s->bsize);
 }
 
-/* A remote list that is longer than the blocks out, or runs in a cycle (a block freed
- * twice from other threads), or has a bad link. Reported; under warn, the list is cut at
- * the first block seen twice or with a bad link. Returns the length kept; *tail its end. */
-static SLOW_PATH uint32_t repair_remote(hak_span_t *s, void *head, void **tail) {
-    _hak_report(NULL, HAK_ERR_CORRUPT, head, s->bsize);
-    uint64_t seen[HAK_FREEMAP_WORDS] = { 0 };
+/* A block already home came home again (freed twice, or a remote list that runs in a
+ * cycle), or a remote list longer than the blocks out: reported. */
+static SLOW_PATH void home_twice(hak_span_t *s, void *b) {
+    _hak_report(NULL, HAK_ERR_CORRUPT, b, s->bsize);
+}
+
+/* The walk of a collected remote list, each block into the bitmap: each link is checked
+ * with the span's bounds and block size held in registers (the links are remote frees:
+ * many per collection on producer/consumer programs), and a block found home already ends
+ * the walk (so does a cycle). `checked` is a constant in each caller. A damaged list is
+ * reported and, under warn, cut there: the blocks past it stay out of use. Returns the
+ * blocks that came home. */
+FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
+    bounds_t k = bounds_of(s);
+    uint64_t recip = s->recip, *bits = s->free;
     uint32_t n = 0;
-    void *b = head;
+    uintptr_t off = (uintptr_t)b - k.start;           /* (the head passed free's checks) */
     for (;;) {
-        size_t i = (size_t)((char *)b - s->start) / s->bsize;
-        seen[i / 64] |= 1ull << (i % 64);
-        n++;
         void *next = *(void **)b;
-        if (next == NULL || !link_ok(s, b, next) || n >= s->used) break;
-        size_t j = (size_t)((char *)next - s->start) / s->bsize;
-        if ((seen[j / 64] >> (j % 64)) & 1) break;
+        if (unlikely(checked) && !link_ok_checked(s, b, next)) {
+            report_link(s, b);
+            next = NULL;
+        }
+        uint32_t i = (uint32_t)((off * recip) >> 32);
+        uint64_t bit = 1ull << (i % 64), w = bits[i / 64];
+        if (unlikely(w & bit)) {
+            home_twice(s, b);
+            break;
+        }
+        bits[i / 64] = w | bit;
+        n++;
+        if (unlikely(checked)) _hak_check_refill(b);
+        /* the next block's offset, checked: NULL fails the test too, so one test finds
+         * both the list's end and a damaged link */
+        off = (uintptr_t)next - k.start;
+        if (unlikely(!in_bounds(k, off))) {
+            if (next != NULL) report_link(s, b);
+            break;
+        }
         b = next;
     }
-    link_set(b, NULL);
-    *tail = b;
-    return n;
-}
-
-/* The walk of a collected remote list: each link is checked with the span's bounds and
- * block size held in registers (the links are remote frees: many per collection on
- * producer/consumer programs). `checked` is a constant in each caller. Returns the length
- * kept; *tailp is its last block, *cutp its cut-th (NULL if it is shorter). */
-FAST_PATH uint32_t walk_remote(hak_span_t *s, void *head, bool checked, uint32_t cut,
-                               void **tailp, void **cutp) {
-    bounds_t k = bounds_of(s);
-    uint32_t n = 1, used = s->used;
-    void *tail = head, *at = cut == 1 ? head : NULL;
-    void *next = *(void **)tail;
-    /* NULL fails the bounds test too: one test for the list's end and for damage */
-    while (likely(in_bounds(k, next)) && likely(!checked || link_ok_checked(s, tail, next))) {
-        if (unlikely(n >= used)) {            /* more blocks back than were out: a cycle */
-            void *end;                        /* (tail itself stays in a register) */
-            n = repair_remote(s, head, &end);
-            *tailp = end;
-            *cutp = NULL;                     /* (the fill walks this rare list itself) */
-            return n;
-        }
-        tail = next;
-        n++;
-        at = n == cut ? tail : at;
-        next = *(void **)tail;
+    if (unlikely(n > s->used)) {        /* more came back than were out: damaged */
+        home_twice(s, b);
+        n = s->used;
     }
-    if (next != NULL || (checked && !link_ok_checked(s, tail, next))) {
-        report_link(s, tail);
-        link_set(tail, NULL);
-    }
-    *tailp = tail;
-    *cutp = at;
-    return n;
-}
-
-/* Blocks other threads freed come home to the free list. Acquire pairs with the freers'
- * release: their writes of the link (and of the block, before free) are visible here.
- * *cutp: the cut-th block of the list collected, or NULL (the fill's cut, below). */
-static uint32_t collect_remote(hak_span_t *s, uint32_t cut, void **cutp) {
-    *cutp = NULL;
-    if ((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0) return 0;
-    uintptr_t v = atomic_fetch_and_explicit(&s->remote, (uintptr_t)HAK_RS_MASK,
-                                            memory_order_acquire);
-    void *head = (void *)(v & ~(uintptr_t)HAK_RS_MASK), *tail;
-    if (head == NULL) return 0;
-    uint32_t n = unlikely(_hak_opt.check) ? walk_remote(s, head, true, cut, &tail, cutp)
-                                          : walk_remote(s, head, false, cut, &tail, cutp);
-    link_set(tail, s->free);
-    s->free = head;
     s->nfree += n;
-    hak_assert(s->used >= n);
     s->used -= n;
     return n;
 }
 
+/* Blocks other threads freed come home. Acquire pairs with the freers' release: their
+ * writes of the link (and of the block, before free) are visible here. In checked mode
+ * the links just checked become fill too, so that the reuse check covers the whole
+ * block. Returns the blocks that came home. */
 uint32_t _hak_span_collect_remote(hak_span_t *s) {
-    void *cut;
-    return collect_remote(s, 0, &cut);
+    if ((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0) return 0;
+    uintptr_t v = atomic_fetch_and_explicit(&s->remote, (uintptr_t)HAK_RS_MASK,
+                                            memory_order_acquire);
+    void *head = (void *)(v & ~(uintptr_t)HAK_RS_MASK);
+    if (head == NULL) return 0;
+    return unlikely(_hak_opt.check) ? collect_list(s, head, true) : collect_list(s, head, false);
 }
 
 /* ---- pages of a span in use ------------------------------------------------------------
  * A span that still holds a few live blocks cannot go back to the pool, but the pages in
  * which every block is free can go back to the kernel. Such a page's free blocks leave the
- * free list (their links lived in it) and are counted in npurged; the page is marked in
- * `purged`. When the span runs out of free blocks, a purged page comes back: its blocks
- * rejoin the free list (and fault the page in again, as any first use would). A block
- * that straddles into a purged page from the one before stays on the free list, its link
- * in the page before. Not in checked mode, whose freed blocks carry a fill to verify. */
+ * free bitmap (a fill would touch the page again) and are counted in npurged; the page is
+ * marked in `purged`. When the span runs out of free blocks, a purged page comes back: its
+ * blocks rejoin the bitmap (and fault the page in again, as any first use would). A block
+ * that straddles into a purged page from the one before stays free, in the page before.
+ * Not in checked mode, whose freed blocks carry a fill to verify. */
 
 static size_t page_of(const hak_span_t *s, const char *a) {
     return (size_t)(a - (char *)((uintptr_t)s->start & ~(uintptr_t)(HAK_UNIT_SIZE - 1))) / HAK_PAGE;
@@ -228,12 +205,8 @@ static void blocks_of_page(const hak_span_t *s, size_t pg, size_t *first, size_t
 /* Owner's lock held. Returns the bytes given back. */
 size_t _hak_span_purge_pages(hak_span_t *s) {
     if (s->capacity <= 1 || _hak_opt.check || s->nfree == 0) return 0;
-    uint64_t freeb[HAK_FREEMAP_WORDS] = { 0 };
+    const uint64_t *freeb = s->free;
     size_t carved = (size_t)(s->bump - s->start) / s->bsize;
-    for (void *b = s->free; b != NULL; b = *(void **)b) {
-        size_t i = (size_t)((char *)b - s->start) / s->bsize;
-        freeb[i / 64] |= 1ull << (i % 64);
-    }
     size_t npages = (size_t)s->units * (HAK_UNIT_SIZE / HAK_PAGE);
     uint64_t take[HAK_SPAN_PAGE_WORDS] = { 0 };
     size_t bytes = 0;
@@ -250,18 +223,20 @@ size_t _hak_span_purge_pages(hak_span_t *s) {
         }
         if (all_free) take[pg / 64] |= 1ull << (pg % 64);
     }
-    /* The free list without the blocks that start in a page to be purged. */
-    void **link = &s->free;
-    for (void *b = s->free; b != NULL; b = *(void **)b) {
-        if ((take[page_of(s, b) / 64] >> (page_of(s, b) % 64)) & 1) {
+    /* Out of the bitmap: the free blocks that start in a page to be purged. */
+    for (size_t pg = 0; pg < npages; pg++) {
+        if (!((take[pg / 64] >> (pg % 64)) & 1)) continue;
+        size_t first, last;
+        blocks_of_page(s, pg, &first, &last);
+        for (size_t i = first; i <= last; i++) {
+            if (page_of(s, s->start + i * s->bsize) != pg) continue;   /* starts before */
+            uint64_t bit = 1ull << (i % 64);
+            if (!(s->free[i / 64] & bit)) continue;         /* (in a purged page already) */
+            s->free[i / 64] &= ~bit;
             s->nfree--;
             s->npurged++;
-            continue;
         }
-        *link = b;
-        link = (void **)b;
     }
-    *link = NULL;
     for (size_t pg = 0; pg < npages; ) {             /* each run of pages with one madvise */
         if (!((take[pg / 64] >> (pg % 64)) & 1)) { pg++; continue; }
         size_t run = pg;
@@ -287,18 +262,47 @@ static bool restore_page(hak_span_t *s) {
         size_t first, last;
         blocks_of_page(s, pg, &first, &last);
         uint32_t n = 0;
-        for (size_t i = last + 1; i-- > first; ) {      /* lowest address first on the list */
+        for (size_t i = first; i <= last; i++) {
             char *b = s->start + i * s->bsize;
-            if (page_of(s, b) != pg) continue;          /* starts in the page before: listed */
-            *(void **)b = s->free;
-            s->free = b;
-            n++;
+            if (page_of(s, b) != pg) continue;          /* starts in the page before: free */
+            n += hak_span_put(s, b);
         }
-        s->nfree += n;
         s->npurged -= n;
         if (n > 0) return true;
     }
     return false;
+}
+
+/* The n lowest free blocks leave the bitmap (n <= nfree): the first through *first, the
+ * others linked in address order, their list returned (NULL for n = 1). The first block's
+ * memory is not touched. */
+static void *take_free(hak_span_t *s, uint32_t n, void **first) {
+    size_t bs = s->bsize;
+    uint64_t *bits = s->free;
+    s->nfree -= n;
+    s->used += n;
+    uint32_t w = 0;
+    while (bits[w] == 0) w++;
+    uint64_t x = bits[w];
+    char *base = s->start + (size_t)w * 64 * bs;            /* block w * 64 */
+    *first = base + (size_t)__builtin_ctzll(x) * bs;
+    x &= x - 1;
+    void *head = NULL, **link = &head;
+    while (--n > 0) {
+        while (x == 0) {
+            bits[w++] = 0;
+            hak_assert(w < HAK_FREEMAP_WORDS);
+            x = bits[w];
+            base += 64 * bs;
+        }
+        void *b = base + (size_t)__builtin_ctzll(x) * bs;
+        x &= x - 1;
+        *link = b;
+        link = (void **)b;
+    }
+    bits[w] = x;
+    *link = NULL;
+    return head;
 }
 
 /* Moves up to `want` blocks out of the span: the first is returned through *first, the
@@ -306,50 +310,17 @@ static bool restore_page(hak_span_t *s) {
  * *zero tells whether *first is untouched memory of a zeroed span. */
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero) {
     /* (checked mode reuses freed blocks first, so their fill is verified soon) */
-    /* A list collected here was just walked and checked whole: the walk also found where
-     * this fill cuts it, and the fill does not walk it again. */
-    void *cut = NULL;
-    if (s->free == NULL && (s->bump == s->end || unlikely(_hak_opt.check))) collect_remote(s, want, &cut);
-    if (s->free == NULL && s->bump == s->end) restore_page(s);
-    if (s->free != NULL) {
-        void *head = s->free, *last = head;
-        uint32_t n;
-        if (s->nfree <= want) {
-            n = s->nfree;
-            s->free = NULL;
-        } else {
-            if (cut != NULL) {
-                n = want;
-                last = cut;
-            } else {
-                bounds_t k = bounds_of(s);
-                bool checked = _hak_opt.check;
-                for (n = 1; n < want; n++) {
-                    void *next = *(void **)last;
-                    if (unlikely(next == NULL || !in_bounds(k, next)) ||
-                        unlikely(checked && !link_ok_checked(s, last, next))) break;
-                    last = next;
-                }
-            }
-            void *rest = *(void **)last;
-            if (unlikely(!link_ok(s, last, rest) || (rest == NULL && n < s->nfree))) {
-                report_link(s, last);
-                rest = NULL;                     /* warn: the list ends here */
-                s->nfree = n;
-            }
-            s->free = rest;
-            *(void **)last = NULL;
-        }
-        s->nfree -= n;
-        s->used += n;
-        *first = head;
-        tc->head = *(void **)head;
+    if (s->nfree == 0 && (s->bump == s->end || unlikely(_hak_opt.check))) _hak_span_collect_remote(s);
+    if (s->nfree == 0 && s->bump == s->end) restore_page(s);
+    if (s->nfree > 0) {
+        uint32_t n = want < s->nfree ? want : s->nfree;
+        tc->head = take_free(s, n, first);
         hak_tc_set_room(tc, tc->cap + 1 - (n - 1));
         *zero = false;
         /* the first block leaves hakmem: it must have been free, and untouched since */
         if (HAK_TRACK_FREE) {
-            if (!_hak_freemap_set(s, head, false)) _hak_report(NULL, HAK_ERR_CORRUPT, head, s->bsize);
-            if (_hak_opt.check) _hak_check_reuse(s, head);
+            if (!_hak_freemap_set(s, *first, false)) _hak_report(NULL, HAK_ERR_CORRUPT, *first, s->bsize);
+            if (_hak_opt.check) _hak_check_reuse(s, *first);
         }
         return n;
     }

@@ -1,4 +1,4 @@
-/* span.h — the blocks of one span: carving, the owner's free list, remote frees and the
+/* span.h — the blocks of one span: carving, the owner's free bitmap, remote frees and the
  * full/notify protocol (span.c). */
 #ifndef HAKMEM_SPAN_H
 #define HAKMEM_SPAN_H
@@ -15,6 +15,29 @@ static inline uint32_t hak_tc_room(const hak_tcache_t *tc) {
 static inline void hak_tc_set_room(hak_tcache_t *tc, uint32_t room) {
     tc->room = room;
     tc->base = (uint32_t)tc->nalloc;
+}
+
+/* ---- the free bitmap (owner's lock held) ---- */
+
+/* The index of block b in s (b a block start of s). */
+FAST_PATH uint32_t hak_span_index(const hak_span_t *s, const void *b) {
+    uint64_t off = (uint64_t)((const char *)b - s->start);
+    return (uint32_t)((off * s->recip) >> 32);
+}
+
+FAST_PATH bool hak_span_is_free(const hak_span_t *s, const void *b) {
+    uint32_t i = hak_span_index(s, b);
+    return (s->free[i / 64] >> (i % 64)) & 1;
+}
+
+/* Block b is free at home now; false if it was already (then nothing changed). */
+FAST_PATH bool hak_span_put(hak_span_t *s, const void *b) {
+    uint32_t i = hak_span_index(s, b);
+    uint64_t bit = 1ull << (i % 64), w = s->free[i / 64];
+    if (unlikely(w & bit)) return false;
+    s->free[i / 64] = w | bit;
+    s->nfree++;
+    return true;
 }
 
 uint32_t _hak_span_collect_remote(hak_span_t *s);

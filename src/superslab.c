@@ -419,11 +419,14 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
     s->units = (uint8_t)n;
     s->zero = zero;
     s->bsize = bs;
+    s->recip = (uint32_t)((((uint64_t)1 << 32) + bs - 1) / bs);
     s->start = (char *)ss + (size_t)u * HAK_UNIT_SIZE + front;
     s->capacity = capacity;
     s->bump = s->start;
     s->end = s->start + (size_t)s->capacity * bs;
-    s->free = NULL;
+    s->free = capacity <= HAK_SPAN_INLINE_BITS ? s->inline_bits : ss->fbits[u];   /* (all zero:
+                                                                      cleared by the release) */
+    for (size_t w = 0; HAKMEM_DEBUG > 0 && w < (capacity + 63) / 64; w++) hak_assert(s->free[w] == 0);
     s->used = s->nfree = 0;
     s->next = s->prev = s->notify_next = NULL;
     memset(s->purged, 0, sizeof s->purged);
@@ -434,12 +437,15 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
     return s;
 }
 
+_Static_assert(sizeof(hak_superslab_t) <= HAK_UNIT_SIZE, "the header lives in unit 0");
+
 void _hak_pool_release(hak_span_t *s) {
     hak_superslab_t *ss = hak_ss_of(s);
     unsigned u = (unsigned)(s - ss->spans), n = s->units;
     uint32_t m = (uint32_t)(((1ull << n) - 1) << u);
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_POOL;
+    memset(s->free, 0, (s->capacity + 63) / 64 * sizeof *s->free);   /* every block was free */
     HAK_STAT_SUB(spans_live[s->cls], 1);
     pool_take();
     HAK_STAT_ADD_LOCKED(pool_releases, 1);

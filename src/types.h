@@ -41,6 +41,7 @@
 #define HAK_FREEMAP_WORDS (HAK_UNIT_SIZE / 16 / 64)         /* bits for the most blocks a span holds */
 #define HAK_SPAN_MAX_UNITS 15                                 /* of a span of several blocks */
 #define HAK_SPAN_PAGE_WORDS ((HAK_SPAN_MAX_UNITS * (HAK_UNIT_SIZE / HAK_PAGE) + 63) / 64)
+#define HAK_SPAN_INLINE_BITS 512                             /* a span's own free bitmap */
 
 /* Span colouring (superslab.c, "Colours"): a mid-tier span's first block starts at a
  * multiple of HAK_COLOUR_STEP that varies from span to span, below one page. */
@@ -94,20 +95,27 @@ struct hak_span_s {
     char    *start;                /* first block: the span's start + its front gap */
     char    *bump;                 /* next never-used block */
     char    *end;                  /* start + capacity * bsize (<= the span's end) */
-    void    *free;                 /* local free list (owner-private) */
+    uint64_t *free;                /* the free blocks home: a bit each, block 0 the lowest
+                                      (owner-private; inline_bits or the superslab's fbits) */
     uint32_t used;                 /* blocks out: in a tcache, with the user, or remote */
-    uint32_t nfree;                /* blocks on `free` */
+    uint32_t nfree;                /* bits set in `free` */
     uint32_t capacity;             /* blocks in the span */
-    uint32_t pad0;
+    uint32_t recip;                /* ceil(2^32 / bsize): a block's index is its offset
+                                      from start times this, >> 32 (exact at block starts:
+                                      the error, index * (recip * bsize - 2^32), stays
+                                      under 2^32 in a span of at most 1 MiB) */
     /* second line: list links, purged pages (owner-private) */
     hak_span_t *next, *prev;       /* in the owner's partial/full list, or abandoned list */
     hak_span_t *notify_next;       /* in the owner's notify stack */
     uint64_t purged[HAK_SPAN_PAGE_WORDS]; /* pages given back while the span is in use */
     uint32_t npurged;              /* free blocks that start in them (on no list) */
-    uint32_t pad1;
+    uint32_t asked;                /* checked mode, a span of one block: its size asked */
     /* third line: written by other threads */
     _Atomic(uintptr_t) remote;     /* remote-free list head | HAK_RS_* state */
     char pad2[64 - sizeof(uintptr_t)];
+    /* fourth line: the free bitmap of a span of at most HAK_SPAN_INLINE_BITS blocks (the
+       others' is in the superslab's fbits, whose pages such spans never touch) */
+    uint64_t inline_bits[HAK_SPAN_INLINE_BITS / 64];
 };
 
 typedef struct hak_tcache_s {
@@ -172,6 +180,9 @@ struct hak_superslab_s {
     uint8_t  run_bin;              /* the free-run bin it is in (0: none) */
     uint8_t  dirty_bin;            /* the dirty-run bin it is in (0: none) */
     hak_span_t spans[HAK_UNITS] __attribute__((aligned(64)));  /* meta of span heads */
+    /* The free bitmap of a span of more than HAK_SPAN_INLINE_BITS blocks (the smallest
+     * classes), by the unit it starts at. */
+    uint64_t fbits[HAK_UNITS][HAK_FREEMAP_WORDS] __attribute__((aligned(64)));
     /* Checked mode and debug builds only: a bit per block of the span headed at each unit,
      * set while the block is free (cached, on a free list or a remote list). Nothing else
      * touches it, so in a release run its pages are never faulted in. */

@@ -113,6 +113,27 @@ int main(int argc, char **argv) {
         memset(many[0], 0x41, 48);
         for (int i = 1; i < N; i++) free(many[i]);
     }
+    else if (!strcmp(c, "double_free_home")) {
+        /* freed, sent home by a flush, the key free checks overwritten through a stale
+         * pointer, and freed again: a later flush finds it home already */
+        enum { N = 1200 };
+        void *many[N];
+        for (int i = 0; i < N; i++) many[i] = malloc(48);
+        free(many[0]);
+        for (int i = 1; i < N / 2; i++) free(many[i]);
+        memset(many[0], 0x41, 16);
+        free(many[0]);
+        for (int i = N / 2; i < N; i++) free(many[i]);
+    }
+    else if (!strcmp(c, "double_free_home_remote")) {
+        /* freed, sent home (malloc_trim), then freed again from another thread: the owner
+         * finds it home already when it collects the remote list (malloc_trim again) */
+        char *a = malloc(100);
+        free(a);
+        malloc_trim(0);
+        on_a_thread(free_it, a);
+        malloc_trim(0);
+    }
     else if (!strcmp(c, "none")) { free(p); free(q); }
     else return 2;
     if (!heap_still_works()) { puts("heap broken"); return 3; }

@@ -1,8 +1,8 @@
 /* Remote frees end to end: a thread that never allocated frees another thread's blocks (it
  * gets a heap at its first such free and counts them there), and the owner's refills take
- * exactly those blocks back, each once, through the collection's cut (the fill does not walk
- * a list the collection has just walked: heap.c's refill asks for fewer blocks than came
- * back), with the span accounting intact after every block is freed again. */
+ * exactly those blocks back, each once, also where one collection brings home more blocks
+ * than a refill takes (the rest wait in the span's free bitmap for the next), with the span
+ * accounting intact after every block is freed again. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "internals.h"
 #include "../helpers/check.h"
 
-enum { N = 5000, SZ = 64, SZ2 = 96 };   /* SZ2: a class used only by the cut's part */
+enum { N = 5000, SZ = 64, SZ2 = 96 };   /* SZ2: a class used only by the second part */
 static void *blocks[N];
 static int had_heap_before, has_heap_after;
 
@@ -72,9 +72,8 @@ int main(void) {
     _hak_span_layout(cls, 0, false, &capacity, &front);
     CHECK(reused >= N - (int)capacity, "only %d of %d blocks came from the remote frees", reused, N);
 
-    /* The refill's cut: the span being carved is used up, another thread frees its blocks,
-     * and the owner's refill collects them — more than a refill takes, so the collection's
-     * walk marks where the refill cuts the list. */
+    /* A collection larger than a refill: the span being carved is used up, another thread
+     * frees its blocks, and the owner's refill collects them — more than a refill takes. */
     static void *more[N];
     int m = 0;
     size_t cls2 = hak_size_class(SZ2);
