@@ -39,6 +39,7 @@ int main(void) {
         REQUIRE((c[i] = hak_malloc(BS)) != NULL);
         if (i > 0) c[i] > c[i - 1] ? up++ : down++;
     }
+    printf("unit_fill_order: %d of %d steps up\n", up, up + down);
     CHECK(up >= 9 * (up + down) / 10, "%d steps up, %d down: not in address order", up, down);
     for (int i = 0; i < m; i++) memset(c[i], (i & 0x7f) + 1, BS);
     for (int i = 0; i < m; i++)
