@@ -137,13 +137,10 @@ FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
             report_link(s, b);
             next = NULL;
         }
-        uint32_t i = (uint32_t)((off * recip) >> 32);
-        uint64_t bit = 1ull << (i % 64), w = bits[i / 64];
-        if (unlikely(w & bit)) {
+        if (unlikely(!hak_bit_claim(bits, hak_block_index(off, recip)))) {
             home_twice(s, b);
             break;
         }
-        bits[i / 64] = w | bit;
         n++;
         if (unlikely(checked)) _hak_check_refill(b);
         /* the next block's offset, checked: NULL fails the test too, so one test finds

@@ -19,10 +19,22 @@ static inline void hak_tc_set_room(hak_tcache_t *tc, uint32_t room) {
 
 /* ---- the free bitmap (owner's lock held) ---- */
 
+/* The index of the block at offset off from a span's start, given the span's recip. */
+FAST_PATH uint32_t hak_block_index(uint64_t off, uint64_t recip) {
+    return (uint32_t)((off * recip) >> 32);
+}
+
 /* The index of block b in s (b a block start of s). */
 FAST_PATH uint32_t hak_span_index(const hak_span_t *s, const void *b) {
-    uint64_t off = (uint64_t)((const char *)b - s->start);
-    return (uint32_t)((off * s->recip) >> 32);
+    return hak_block_index((uint64_t)((const char *)b - s->start), s->recip);
+}
+
+/* Sets bit i of a free bitmap; false if it was set already (then nothing changed). */
+FAST_PATH bool hak_bit_claim(uint64_t *bits, uint32_t i) {
+    uint64_t bit = 1ull << (i % 64), w = bits[i / 64];
+    if (unlikely(w & bit)) return false;
+    bits[i / 64] = w | bit;
+    return true;
 }
 
 FAST_PATH bool hak_span_is_free(const hak_span_t *s, const void *b) {
@@ -32,10 +44,7 @@ FAST_PATH bool hak_span_is_free(const hak_span_t *s, const void *b) {
 
 /* Block b is free at home now; false if it was already (then nothing changed). */
 FAST_PATH bool hak_span_put(hak_span_t *s, const void *b) {
-    uint32_t i = hak_span_index(s, b);
-    uint64_t bit = 1ull << (i % 64), w = s->free[i / 64];
-    if (unlikely(w & bit)) return false;
-    s->free[i / 64] = w | bit;
+    if (!hak_bit_claim(s->free, hak_span_index(s, b))) return false;
     s->nfree++;
     return true;
 }
