@@ -638,13 +638,39 @@ FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *
     return hak_block_start(m->u, b);
 }
 
+/* The first n blocks of the list at b (n <= the count cached) onto their spans' free
+ * lists, the lists' moves (full to partial, partial to the pool) out of line; h->lock held.
+ * A thread that frees a structure in another order than it built it (teardown_random)
+ * caches blocks of many spans in turn: grouping runs of one span found runs of one block
+ * there, and paid a call for each. Returns the rest of the list: NULL past a damaged link
+ * (reported; under warn, the blocks past it stay out of use). *sent: the blocks sent. */
+static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uint32_t *sent) {
+    unit_memo_t memo = { 0, NULL, NULL };
+    uint32_t i = 0;
+    for (; i < n && b != NULL; i++) {
+        if (unlikely(!cached_ok(h, tc, &memo, b))) {
+            _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
+            b = NULL;
+            break;
+        }
+        void *next = *(void **)b;
+        hak_span_t *s = memo.s;
+        block_push(h, s, b);
+        /* a span gone back to the pool: its unit's slot vouches for nothing now */
+        if (unlikely(s->list == SPAN_FULL || s->used == 0) && span_came_back(h, s)) memo.key = 0;
+        b = next;
+    }
+    *sent = i;
+    return b;
+}
+
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
  * sends the rest home. */
 SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     h->st.flushes[tc - h->tc]++;
     uint32_t count = hak_tc_count(tc);
     void *b = tc->head, *prev = NULL;
-    uint32_t i = 0;
+    uint32_t i = 0, sent;
     unit_memo_t memo = { 0, NULL, NULL };
     for (; i < keep && b != NULL; i++) {
         if (unlikely(!cached_ok(h, tc, &memo, b))) break;
@@ -657,24 +683,27 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     h->active |= 1ull << (tc - h->tc);
     hak_lock(&h->lock);
     h->slow_ticks++;
-    /* Each block onto its span's free list, the lists' moves (full to partial, partial to
-     * the pool) out of line. A thread that frees a structure in another order than it built
-     * it (teardown_random) caches blocks of many spans in turn: grouping runs of one span
-     * found runs of one block there, and paid a call for each. */
-    for (; b != NULL; i++) {
-        if (unlikely(i >= count || !cached_ok(h, tc, &memo, b))) {
-            /* warn: the blocks past a damaged link stay out of use */
-            _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
-            break;
-        }
-        void *next = *(void **)b;
-        hak_span_t *s = memo.s;
-        block_push(h, s, b);
-        /* a span gone back to the pool: its unit's slot vouches for nothing now */
-        if (unlikely(s->list == SPAN_FULL || s->used == 0) && span_came_back(h, s)) memo.key = 0;
-        b = next;
-    }
+    b = send_home(h, tc, b, count - i, &sent);
+    if (b != NULL) _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
     hak_unlock(&h->lock);
+}
+
+/* A drain's flush: the thread frees and does not reuse, so the warm blocks have no taker.
+ * The newest go home and the `keep` oldest stay, never walked: a teardown in random order
+ * with deep caches (HAKMEM_LEARN=speed, which does not shrink them) walked a cold block
+ * for each block it sent home, and freed half again as slowly. */
+static void flush_newest(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
+    h->st.flushes[tc - h->tc]++;
+    uint32_t count = hak_tc_count(tc), sent;
+    h->active |= 1ull << (tc - h->tc);
+    hak_lock(&h->lock);
+    h->slow_ticks++;
+    void *rest = send_home(h, tc, tc->head, count > keep ? count - keep : 0, &sent);
+    hak_unlock(&h->lock);
+    uint32_t left = rest != NULL ? count - sent : 0;
+    tc->head = rest;
+    hak_tc_set_room(tc, tc->cap + 1 - left);
+    tc->moved -= (int64_t)(count - left);    /* out of the cache: sent home (or lost, damaged) */
 }
 
 void _hak_heap_flush_all(hak_heap_t *h) {
@@ -791,7 +820,9 @@ SLOW_PATH void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
         if (h->drain_cap[c] == 0) h->drain_cap[c] = (uint16_t)cap;
         if (cap > low) cap = cap / 2 > low ? cap / 2 : low;
     }
-    _hak_heap_flush(h, tc, cap / 2);       /* (a depth of 1 keeps nothing; drain counts it) */
+    /* (a depth of 1 keeps nothing; drain counts it) */
+    if (h->drain[c] >= 3) flush_newest(h, tc, cap / 2);
+    else _hak_heap_flush(h, tc, cap / 2);
     if (cap != tc->cap) set_cap(h, tc, cap);              /* holds cap / 2 now: no flush */
     /* The same across classes: BULK_FLUSHES flushes, of any classes, with no refill between
      * — the thread is freeing a structure of mixed sizes, as one does before it goes idle
