@@ -638,8 +638,9 @@ FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *
     return hak_block_start(m->u, b);
 }
 
-/* The first n blocks of the list at b (n <= the count cached) onto their spans' free
- * lists, the lists' moves (full to partial, partial to the pool) out of line; h->lock held.
+/* The first n blocks of the list at b (n <= the count cached) home, each a bit in its
+ * span's bitmap, the spans' moves (full to partial, partial to the pool) out of line;
+ * h->lock held.
  * A thread that frees a structure in another order than it built it (teardown_random)
  * caches blocks of many spans in turn: grouping runs of one span found runs of one block
  * there, and paid a call for each. Returns the rest of the list: NULL past a damaged link

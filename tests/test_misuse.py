@@ -32,6 +32,7 @@ CASES = {
     "uaf_first_words": ("write to freed memory", True),
     "uaf_flush": ("free list of hakmem's is damaged", False),
     "uaf_remote": ("free list of hakmem's is damaged", False),
+    "uaf_drain_kept": ("free list of hakmem's is damaged", False),
     "double_free_home": ("free list of hakmem's is damaged", False),
     "double_free_home_remote": ("free list of hakmem's is damaged", False),
 }
@@ -39,7 +40,7 @@ FUNC = {"realloc_interior": "realloc", "usable_interior": "malloc_usable_size",
         "use_after_free": "malloc"}
 # Found on a slow path rather than in a call of the program's: "hakmem: block 0x...: ..."
 FOUND = {"remote_double_free_cycle", "uaf_first_words", "uaf_flush", "uaf_remote",
-         "double_free_home", "double_free_home_remote"}
+         "uaf_drain_kept", "double_free_home", "double_free_home_remote"}
 
 
 def run(case, **env):

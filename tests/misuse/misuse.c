@@ -113,6 +113,17 @@ int main(int argc, char **argv) {
         memset(many[0], 0x41, 48);
         for (int i = 1; i < N; i++) free(many[i]);
     }
+    else if (!strcmp(c, "uaf_drain_kept")) {
+        /* a structure freed first to last: a drain's flush keeps the oldest cached blocks
+         * without walking them; links of those damaged after their free are found when a
+         * later flush walks them (malloc_trim's here) */
+        enum { N = 16384 };
+        static void *many[N];
+        for (int i = 0; i < N; i++) many[i] = malloc(48);
+        for (int i = 0; i < N; i++) free(many[i]);
+        for (int i = 0; i < N / 2; i++) memset(many[i], 0x41, 8);
+        malloc_trim(0);
+    }
     else if (!strcmp(c, "double_free_home")) {
         /* freed, sent home by a flush, the key free checks overwritten through a stale
          * pointer, and freed again: a later flush finds it home already */
