@@ -638,16 +638,20 @@ FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *
     return hak_block_start(m->u, b);
 }
 
-/* The first n blocks of the list at b (n <= the count cached) home, each a bit in its
- * span's bitmap, the spans' moves (full to partial, partial to the pool) out of line;
- * h->lock held.
+/* A flush: the first n blocks of the list at b (n <= the count cached) home, each a bit in
+ * its span's bitmap, the spans' moves (full to partial, partial to the pool) out of line,
+ * under h->lock.
  * A thread that frees a structure in another order than it built it (teardown_random)
  * caches blocks of many spans in turn: grouping runs of one span found runs of one block
  * there, and paid a call for each. Returns the rest of the list: NULL past a damaged link
  * (reported; under warn, the blocks past it stay out of use). *sent: the blocks sent. */
 static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uint32_t *sent) {
+    h->st.flushes[tc - h->tc]++;
+    h->active |= 1ull << (tc - h->tc);
     unit_memo_t memo = { 0, NULL, NULL };
     uint32_t i = 0;
+    hak_lock(&h->lock);
+    h->slow_ticks++;
     for (; i < n && b != NULL; i++) {
         if (unlikely(!cached_ok(h, tc, &memo, b))) {
             _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
@@ -661,6 +665,7 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
         if (unlikely(s->list == SPAN_FULL || s->used == 0) && span_came_back(h, s)) memo.key = 0;
         b = next;
     }
+    hak_unlock(&h->lock);
     *sent = i;
     return b;
 }
@@ -668,7 +673,6 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
  * sends the rest home. */
 SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
-    h->st.flushes[tc - h->tc]++;
     uint32_t count = hak_tc_count(tc);
     void *b = tc->head, *prev = NULL;
     uint32_t i = 0, sent;
@@ -681,12 +685,9 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     if (prev) *(void **)prev = NULL; else tc->head = NULL;
     hak_tc_set_room(tc, tc->cap + 1 - i);
     tc->moved -= (int64_t)(count - i);      /* out of the cache: sent home (or lost, damaged) */
-    h->active |= 1ull << (tc - h->tc);
-    hak_lock(&h->lock);
-    h->slow_ticks++;
+    /* a list longer than the count cached: a cycle (a block freed twice), or damage */
     b = send_home(h, tc, b, count - i, &sent);
     if (b != NULL) _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
-    hak_unlock(&h->lock);
 }
 
 /* A drain's flush: the thread frees and does not reuse, so the warm blocks have no taker.
@@ -694,13 +695,8 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
  * with deep caches (HAKMEM_LEARN=speed, which does not shrink them) walked a cold block
  * for each block it sent home, and freed half again as slowly. */
 static void flush_newest(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
-    h->st.flushes[tc - h->tc]++;
     uint32_t count = hak_tc_count(tc), sent;
-    h->active |= 1ull << (tc - h->tc);
-    hak_lock(&h->lock);
-    h->slow_ticks++;
     void *rest = send_home(h, tc, tc->head, count > keep ? count - keep : 0, &sent);
-    hak_unlock(&h->lock);
     uint32_t left = rest != NULL ? count - sent : 0;
     tc->head = rest;
     hak_tc_set_room(tc, tc->cap + 1 - left);
@@ -816,13 +812,14 @@ SLOW_PATH void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     size_t c = (size_t)(tc - h->tc);
     uint32_t cap = tc->cap;
     if (h->drain[c] < 255) h->drain[c]++;
-    if (h->drain[c] >= 3) {          /* the third flush with no refill: a drain, not a swing */
+    bool drain = h->drain[c] >= 3;   /* the third flush with no refill: a drain, not a swing */
+    if (drain) {
         uint32_t low = cap_scaled(c, cap_floor_pct);
         if (h->drain_cap[c] == 0) h->drain_cap[c] = (uint16_t)cap;
         if (cap > low) cap = cap / 2 > low ? cap / 2 : low;
     }
     /* (a depth of 1 keeps nothing; drain counts it) */
-    if (h->drain[c] >= 3) flush_newest(h, tc, cap / 2);
+    if (drain) flush_newest(h, tc, cap / 2);
     else _hak_heap_flush(h, tc, cap / 2);
     if (cap != tc->cap) set_cap(h, tc, cap);              /* holds cap / 2 now: no flush */
     /* The same across classes: BULK_FLUSHES flushes, of any classes, with no refill between
