@@ -50,8 +50,10 @@
 #include "alloc.h"
 #include "diag.h"
 
-/* The aliases need not repeat the targets' attributes. */
+/* The aliases need not repeat the targets' attributes (gcc warns; clang has no such warning). */
+#ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmissing-attributes"
+#endif
 
 /* std::nothrow_t const & and std::align_val_t, as the ABI passes them. */
 typedef const void *cxx_nothrow_t;
