@@ -4,7 +4,8 @@
 bench/run.py compares hakmem with its peers; this compares libraries: the build before a
 change and after it, with a peer beside them for scale. Each round runs every cell once
 under every library, in a fresh random order; the table gives each library's median and
-CV, and each library's median divided by the first one's. The cells and their arguments
+CV, and each library's median divided by the first one's; a second table gives the median
+peak RSS of the same runs. The cells and their arguments
 are bench/run.py's (quick mode; --ops overrides the operation count).
 
     git worktree add --detach /tmp/before COMMIT && make -C /tmp/before build/libhakmem.so
@@ -51,6 +52,7 @@ def main():
         ap.error("no cell matches")
 
     res = {c.name: {n: [] for n, _ in libs} for c in cells}
+    rss = {c.name: {n: [] for n, _ in libs} for c in cells}
     for _ in range(args.rounds):
         for cell in cells:
             order = list(libs)
@@ -61,6 +63,8 @@ def main():
                 r = bench.run_once(binary, argv, path, 600)
                 if r["result"] is not None:
                     res[cell.name][name].append(float(r["result"]["ops_per_sec"]))
+                    if "peak_rss_kb" in r["result"]:
+                        rss[cell.name][name].append(float(r["result"]["peak_rss_kb"]) / 1024)
                 else:
                     print("%s under %s: %s" % (cell.name, name, r["error"]), file=sys.stderr)
 
@@ -82,6 +86,12 @@ def main():
         ratios = ["%.2fx" % (med[n] / med[base]) if n in med and base in med else "–"
                   for n, _ in libs[1:]]
         print("| %s | %s | %s |" % (cell.name, " | ".join(cols), " | ".join(ratios)))
+    print("\n| peak RSS, MiB | " + " | ".join(n for n, _ in libs) + " |")
+    print("|---|" + "---:|" * len(libs))
+    for cell in cells:
+        print("| %s | %s |" % (cell.name, " | ".join(
+            "%.1f" % statistics.median(rss[cell.name][n]) if rss[cell.name][n] else "–"
+            for n, _ in libs)))
     print("\n%d rounds, interleaved; medians, CV in parentheses; %s" %
           (args.rounds, ", ".join("%s = %s" % (n, p) for n, p in libs)))
 

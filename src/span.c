@@ -306,8 +306,9 @@ static void *take_free(hak_span_t *s, uint32_t n, void **first) {
  * rest become tc's list (tc is empty). Returns how many; 0 when the span has none left.
  * *zero tells whether *first is untouched memory of a zeroed span. */
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero) {
-    /* (checked mode reuses freed blocks first, so their fill is verified soon) */
-    if (s->nfree == 0 && (s->bump == s->end || unlikely(_hak_opt.check))) _hak_span_collect_remote(s);
+    /* Blocks other threads freed come before fresh memory: carving first touched every
+     * page of a span before a remote free in it was used again. */
+    if (s->nfree == 0) _hak_span_collect_remote(s);
     if (s->nfree == 0 && s->bump == s->end) restore_page(s);
     if (s->nfree > 0) {
         uint32_t n = want < s->nfree ? want : s->nfree;
