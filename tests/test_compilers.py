@@ -1,5 +1,5 @@
-"""The library builds with no warning under gcc and under clang (CFLAGS=-Werror), and the
-clang build passes the API conformance and stress programs: a user who builds with
+"""The library builds with no warning under gcc and under clang (CFLAGS=-Werror): the shared
+and static libraries, the hak_*-only one and the debug build. The clang build passes the API conformance and stress programs: a user who builds with
 CC=clang gets the library gcc users get. Clang comes from fuzz/ensure_clang.sh, which
 installs it where it is missing (the fuzz tests need it too) and fails loudly where it
 cannot."""
@@ -20,10 +20,13 @@ def clang():
 
 
 def build(cc, build_dir):
-    """make's release library with CC=cc into build_dir, every warning an error."""
+    """make's libraries with CC=cc into build_dir, every warning an error; returns the
+    release shared library."""
     lib = os.path.join(build_dir, "libhakmem.so")
+    targets = [lib] + [os.path.join(build_dir, t) for t in
+                       ("libhakmem.a", "libhakmem_api.a", os.path.join("debug", "libhakmem.so"))]
     r = subprocess.run(["make", "--no-print-directory", "CC=" + cc, "BUILD=" + build_dir,
-                        "CFLAGS=-Werror", lib], cwd=ROOT, capture_output=True, text=True,
+                        "CFLAGS=-Werror"] + targets, cwd=ROOT, capture_output=True, text=True,
                        timeout=600)
     if r.returncode != 0:
         pytest.fail(f"building with CC={cc} -Werror failed:\n{tail(r.stdout)}{tail(r.stderr)}",
