@@ -625,7 +625,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
  * are the block-start multiplication alone. */
 typedef struct { uintptr_t key; hak_unit_t *u; hak_span_t *s; } unit_memo_t;
 
-FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b) {
+FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b, bool sending) {
     uintptr_t key = (uintptr_t)b >> HAK_UNIT_SHIFT;
     if (key != m->key) {
         hak_unit_t *u;
@@ -634,6 +634,9 @@ FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *
         m->key = key;
         m->u = u;
         m->s = hak_span_at(b, u);
+        /* b goes home (sending): a full span turns partial as its first block comes home,
+         * so only a span new to the memo can be full (none fills during a flush) */
+        if (sending && unlikely(m->s->list == SPAN_FULL)) span_came_back(h, m->s);
     }
     return hak_block_start(m->u, b);
 }
@@ -653,7 +656,7 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
     hak_lock(&h->lock);
     h->slow_ticks++;
     for (; i < n && b != NULL; i++) {
-        if (unlikely(!cached_ok(h, tc, &memo, b))) {
+        if (unlikely(!cached_ok(h, tc, &memo, b, true))) {
             _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
             b = NULL;
             break;
@@ -662,7 +665,7 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
         hak_span_t *s = memo.s;
         block_push(h, s, b);
         /* a span gone back to the pool: its unit's slot vouches for nothing now */
-        if (unlikely(s->list == SPAN_FULL || s->used == 0) && span_came_back(h, s)) memo.key = 0;
+        if (unlikely(s->used == 0) && span_came_back(h, s)) memo.key = 0;
         b = next;
     }
     hak_unlock(&h->lock);
@@ -678,7 +681,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     uint32_t i = 0, sent;
     unit_memo_t memo = { 0, NULL, NULL };
     for (; i < keep && b != NULL; i++) {
-        if (unlikely(!cached_ok(h, tc, &memo, b))) break;
+        if (unlikely(!cached_ok(h, tc, &memo, b, false))) break;
         prev = b;
         b = *(void **)b;
     }
