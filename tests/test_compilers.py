@@ -1,8 +1,8 @@
 """The library builds with no warning under gcc and under clang (CFLAGS=-Werror): the shared
-and static libraries, the hak_*-only one and the debug build. The clang build passes the API conformance and stress programs: a user who builds with
-CC=clang gets the library gcc users get. Clang comes from fuzz/ensure_clang.sh, which
-installs it where it is missing (the fuzz tests need it too) and fails loudly where it
-cannot."""
+and static libraries, the hak_*-only one and the debug build. The clang build passes the
+API conformance and stress programs: a user who builds with CC=clang gets the library gcc
+users get. Clang comes from fuzz/ensure_clang.sh, which installs it where it is missing
+(the fuzz tests need it too) and fails loudly where it cannot."""
 import os
 import subprocess
 

@@ -13,6 +13,12 @@ enum { SZ = 256, MAXB = 4096 };
 static void *mine[MAXB];
 static int n_mine;
 
+static int is_mine(const void *p) {
+    for (int k = 0; k < n_mine; k++)
+        if (mine[k] == p) return 1;
+    return 0;
+}
+
 static void *free_them(void *arg) {
     (void)arg;
     for (int i = 0; i < n_mine; i++) hak_free(mine[i]);
@@ -43,9 +49,7 @@ int main(void) {
 
     void *p = hak_malloc(SZ);
     REQUIRE(p != NULL);
-    int found = 0;
-    for (int i = 0; i < n_mine; i++) found |= mine[i] == p;
-    CHECK(found, "the refill handed out %p, not one of the %d blocks freed remotely", p, n_mine);
+    CHECK(is_mine(p), "the refill handed out %p, not one of the %d blocks freed remotely", p, n_mine);
     CHECK(cur->bump == bump, "the refill carved %td bytes of fresh memory with %d blocks freed "
           "remotely in the span", cur->bump - bump, n_mine);
 
@@ -57,18 +61,12 @@ int main(void) {
     int dups = 0;
     for (int i = 0; i < m; i++) {
         for (int j = 0; j < i; j++) dups += again[i] == again[j];
-        for (int j = 0; j < n; j++) {
-            int in_mine = 0;
-            for (int k = 0; k < n_mine; k++) in_mine |= mine[k] == all[j];
-            dups += !in_mine && all[j] == again[i];       /* still live, handed out again */
-        }
+        for (int j = 0; j < n; j++)
+            dups += all[j] == again[i] && !is_mine(all[j]);  /* still live, handed out again */
     }
     CHECK(dups == 0, "%d blocks handed out twice", dups);
     for (int i = 0; i < m; i++) hak_free(again[i]);
-    for (int j = 0; j < n; j++) {
-        int in_mine = 0;
-        for (int k = 0; k < n_mine; k++) in_mine |= mine[k] == all[j];
-        if (!in_mine) hak_free(all[j]);
-    }
+    for (int j = 0; j < n; j++)
+        if (!is_mine(all[j])) hak_free(all[j]);
     CHECK_DONE("unit_remote_first");
 }
