@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import (BADALLOC_SO, LIB_SO, ROOT, STRESS_LONG, SYSTEM_MODE, built, repro,
-                      tail)
+from conftest import (BADALLOC_SO, LIB_DEBUG_SO, LIB_SO, ROOT, STRESS_LONG, SYSTEM_MODE, built,
+                      repro, tail)
 
 STRESS = STRESS_LONG           # built by fuzz/fuzz.mk's rule, through make
 SECONDS = os.environ.get("HAKMEM_STRESS_SECONDS", "40")
@@ -36,13 +36,10 @@ def run(args, env_extra, timeout):
     return r, line
 
 
-def test_stress_long_hakmem(stress_built):
-    """The short form of `make stress`: must print PASS, having forked and replaced threads."""
-    if SYSTEM_MODE:
-        args, env = ["-t", "64", SECONDS], {}
-    else:
-        args, env = ["-r", "-t", "64", SECONDS], {"LD_PRELOAD": LIB_SO}
-    r, line = run(args, env, timeout=float(SECONDS) * 3 + 60)
+def run_passing(args, env, seconds):
+    """Runs stress_long, fails the test unless it printed PASS; returns its operations,
+    threads created, forks and bytes verified, and its output."""
+    r, line = run(args, env, timeout=float(seconds) * 3 + 60)
     if r.returncode != 0 or "stress_long: PASS" not in r.stdout:
         how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}"
         pytest.fail(f"stress_long failed ({how})\nreproduce: {line}\n"
@@ -50,11 +47,52 @@ def test_stress_long_hakmem(stress_built):
     m = re.search(r"(\d+) operations, (\d+) threads created, (\d+) forks, (\d+) bytes verified",
                   r.stdout)
     assert m, r.stdout
-    ops, threads, forks, verified = map(int, m.groups())
+    return tuple(map(int, m.groups())) + (r,)
+
+
+def test_stress_long_hakmem(stress_built):
+    """The short form of `make stress`: must print PASS, having forked and replaced threads."""
+    if SYSTEM_MODE:
+        args, env = ["-t", "64", SECONDS], {}
+    else:
+        args, env = ["-r", "-t", "64", SECONDS], {"LD_PRELOAD": LIB_SO}
+    ops, threads, forks, verified, r = run_passing(args, env, SECONDS)
     print(r.stdout)
     assert forks >= 1, "no fork happened"
     assert threads > 64, "no thread was replaced (no churn)"
     assert ops > 0 and verified > 0
+
+
+# The same load under each policy the options select: the paths only an option takes (a
+# purge of memory that is reused at once, a cache one block deep, no arena so that free
+# looks every block up in the registry, checked mode's fill and canaries) run as much as
+# the default's. The debug build (assertions on) takes the two that move the most spans
+# and pages.
+POLICY_SECONDS = "6"
+PURGE_ALL = {"HAKMEM_LEARN": "off", "HAKMEM_PURGE_DELAY_MS": "0", "HAKMEM_DIRTY_MAX_MB": "0",
+             "HAKMEM_SUPERSLAB_RETAIN": "0", "HAKMEM_BIGCACHE_MB": "0"}
+POLICIES = [
+    ("memory", "release", {"HAKMEM_LEARN": "memory"}),
+    ("speed", "release", {"HAKMEM_LEARN": "speed", "HAKMEM_PURGE": "free"}),
+    ("purge_all", "release", PURGE_ALL),
+    ("tcache_1", "release", {"HAKMEM_TCACHE_MAX": "1", "HAKMEM_PURGE_THREAD": "off"}),
+    ("no_arena_thp", "release", {"HAKMEM_ARENA_MB": "0", "HAKMEM_THP": "always"}),
+    ("checked", "release", {"HAKMEM_CHECK": "1"}),
+    ("purge_all", "debug", PURGE_ALL),
+    ("memory_tcache_1", "debug", {"HAKMEM_LEARN": "memory", "HAKMEM_TCACHE_MAX": "1"}),
+]
+
+
+@pytest.mark.skipif(SYSTEM_MODE, reason="HAKMEM_TEST_SYSTEM=1: hakmem's options")
+@pytest.mark.parametrize("name,build,options", POLICIES,
+                         ids=[f"{p[1]}-{p[0]}" for p in POLICIES])
+def test_stress_long_policies(stress_built, name, build, options):
+    lib = LIB_SO if build == "release" else built(LIB_DEBUG_SO)
+    ops, threads, forks, verified, r = run_passing(
+        ["-r", "-t", "16", "-f", "1", POLICY_SECONDS], dict(options, LD_PRELOAD=lib),
+        POLICY_SECONDS)
+    assert "assertion failed" not in r.stderr, tail(r.stderr)
+    assert forks >= 1 and threads > 16 and ops > 0 and verified > 0, r.stdout
 
 
 # Self-checks: the same program must fail over a deliberately broken allocator
