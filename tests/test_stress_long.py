@@ -84,9 +84,9 @@ POLICIES = [
 
 
 @pytest.mark.skipif(SYSTEM_MODE, reason="HAKMEM_TEST_SYSTEM=1: hakmem's options")
-@pytest.mark.parametrize("name,build,options", POLICIES,
+@pytest.mark.parametrize("build,options", [p[1:] for p in POLICIES],
                          ids=[f"{p[1]}-{p[0]}" for p in POLICIES])
-def test_stress_long_policies(stress_built, name, build, options):
+def test_stress_long_policies(stress_built, build, options):
     lib = LIB_SO if build == "release" else built(LIB_DEBUG_SO)
     ops, threads, forks, verified, r = run_passing(
         ["-r", "-t", "16", "-f", "1", POLICY_SECONDS], dict(options, LD_PRELOAD=lib),
