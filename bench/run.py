@@ -211,6 +211,15 @@ def _cells():
                       quick={"ops": "100k"}, full={"ops": "200k"}, smoke={"live": "128Mi", "ops": 4000},
                       what="span acquisition, ~10 GiB of superslabs, %d thread%s" % (t, "s" if t > 1 else ""),
                       on_demand=True))
+    # Resident memory per live thread (docs/BENCHMARKS.md, "Threads that keep a few blocks"):
+    # 1000 threads holding 1 or 16 blocks of each of 8 sizes. About memory, not speed, and a
+    # thousand threads at once: only with --only thread_rss.
+    for per in (1, 16):
+        c.append(Cell("thread_rss_%d" % per, "thread_rss", {"threads": 1000, "per": per},
+                      quick={}, full={}, smoke={"threads": 70},
+                      unit="threads/s", on_demand=True,
+                      what="1000 threads, each holding %d block%s of each of 16 B-2 KiB (RSS per thread)"
+                      % (per, "s" if per > 1 else "")))
     # The phases group (--mode phases, make bench-phases): memory use that changes over time.
     for scen, args, smoke, what in PHASES_SCENARIOS:
         full = dict(args)
@@ -538,7 +547,8 @@ def summarize_records(cells, allocs, records):
             fails = [r for r in recs if not r["result"]]
             s = summarize([x["ops_per_sec"] for x in ok])
             s["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
-            for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb", "minflt", "csw") + POOL_KEYS:
+            for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb", "minflt", "csw",
+                        "rss_per_thread_kb") + POOL_KEYS:
                 vals = [x[key] for x in ok if key in x]
                 if vals:
                     s[key] = statistics.median(vals)
@@ -701,6 +711,16 @@ def markdown_tables(cells, allocs, summary, meta):
             L.append("| %s | %s | %s | %s | %s |" % (a, fmt_mib(s["peak_rss_kb"]), fmt_mib(s.get("rss_after_free_kb")),
                                                       fmt_mib(s.get("rss_idle_kb")), fmt_mib(s.get("rss_trim_kb"))))
     L += pool_table(cells, allocs, summary)
+    rss = [c for c in cells if c.prog == "thread_rss"]
+    if rss:
+        L.append("")
+        L.append("### Resident memory per live thread (`thread_rss`, KiB, median)")
+        L.append("")
+        L.append("| allocator | " + " | ".join(c.name for c in rss) + " |")
+        L.append("|---|" + "---:|" * len(rss))
+        for a in names:
+            v = [summary[c.name][a].get("rss_per_thread_kb") for c in rss]
+            L.append("| %s | %s |" % (a, " | ".join("-" if x is None else "%.1f" % x for x in v)))
     fails = [(c.name, a, summary[c.name][a]["first_failure"]) for c in cells for a in names
              if summary[c.name][a]["first_failure"]]
     if fails:

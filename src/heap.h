@@ -8,6 +8,10 @@
 extern hak_heap_t _hak_empty_heap;
 extern HAK_TLS hak_heap_t *_hak_thread_heap;
 
+/* While at least HAK_NURSERY_THREADS threads live, a thread's first HAK_NURSERY_BLOCKS
+ * blocks of each tiny class come from the shared heap (heap.c: nursery). */
+enum { HAK_NURSERY_THREADS = 64, HAK_NURSERY_BLOCKS = 8 };
+
 static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - hak_tc_room(tc); }
 
 /* The one tcache pop: the head block, which the caller knows is there. */

@@ -69,7 +69,7 @@
  * TLS pointer takes a load through the GOT as well), or 0 with no owner. Below any thread
  * pointer, two keys no thread matches: HAK_CHECK_OWNER in checked mode, which sends every
  * free to the slow path, and HAK_REMOTE_OWNER, with which every free of the span's blocks
- * goes through the remote list — the late heap's (heap.c), which no thread owns, a heap's
+ * goes through the remote list — the shared heap's (heap.c), which no thread owns, a heap's
  * whose thread would exit without handing it back (no pthread key), and, in a forked
  * child, those of the threads that did not survive the fork: a thread made later may
  * have the same thread pointer. */
@@ -226,7 +226,7 @@ struct hak_heap_s {
     _Atomic(hak_span_t *) notified;            /* full spans that received a remote free */
     uintptr_t key;                             /* what its units' owner slots hold */
     uint8_t  live;                             /* a thread uses this heap */
-    uint8_t  shared;                           /* the late heap (heap.c), no thread's own */
+    uint8_t  shared;                           /* the shared heap (heap.c), no thread's own */
     uint32_t slow_ticks;                       /* refills and flushes so far (under lock) */
     uint32_t seen_ticks;                       /* slow_ticks at the last reclaim by another */
     uint32_t learn_countdown;                  /* slow paths until the learner looks (learn.c) */
@@ -236,6 +236,8 @@ struct hak_heap_s {
     uint16_t drain_cap[HAK_NCLASSES];          /* the depth before a drain halved it (0:
                                                   none since the last refill) */
     uint32_t flush_run;                        /* flushes, any class, since the last refill */
+    uint8_t firsts[HAK_TINY_CLASSES];          /* refills of the class from the shared heap,
+                                                  or HAK_NURSERY_BLOCKS: done (heap.c) */
     uint8_t ramp[HAK_NCLASSES];                /* refills of the class so far, up to
                                                   RAMP_REFILLS (heap.c: slow start) */
     uint64_t housekept_ms;                     /* when the owner last did housekeeping */

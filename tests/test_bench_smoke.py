@@ -38,7 +38,7 @@ EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_
                   "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2, "pool_scale_1T": 1,
                   "pool_scale_16T": 16, "pool_scale_64T": 64,
                   "huge_loop_1T": 1, "huge_loop_2T": 2, "glibc_simple_25": 1,
-                  "glibc_simple_1600": 1, "shared_mt_4T": 4, "shared_mt_8T": 8}
+                  "glibc_simple_1600": 1, "shared_mt_4T": 4, "shared_mt_8T": 8, "thread_rss_1": 70, "thread_rss_16": 70}
 
 
 @pytest.mark.parametrize("allocator", ["hakmem", "glibc"])

@@ -67,32 +67,34 @@ def test_stress_long_hakmem(stress_built):
 # purge of memory that is reused at once, a cache one block deep, no arena so that free
 # looks every block up in the registry, checked mode's fill and canaries) run as much as
 # the default's. The debug build (assertions on) takes the two that move the most spans
-# and pages.
+# and pages, and the default with 80 threads: past heap.h's HAK_NURSERY_THREADS (64) live
+# threads, each thread's first blocks of a tiny class come from the shared heap.
 POLICY_SECONDS = "6"
 PURGE_ALL = {"HAKMEM_LEARN": "off", "HAKMEM_PURGE_DELAY_MS": "0", "HAKMEM_DIRTY_MAX_MB": "0",
              "HAKMEM_SUPERSLAB_RETAIN": "0", "HAKMEM_BIGCACHE_MB": "0"}
 POLICIES = [
-    ("memory", "release", {"HAKMEM_LEARN": "memory"}),
-    ("speed", "release", {"HAKMEM_LEARN": "speed", "HAKMEM_PURGE": "free"}),
-    ("purge_all", "release", PURGE_ALL),
-    ("tcache_1", "release", {"HAKMEM_TCACHE_MAX": "1", "HAKMEM_PURGE_THREAD": "off"}),
-    ("no_arena_thp", "release", {"HAKMEM_ARENA_MB": "0", "HAKMEM_THP": "always"}),
-    ("checked", "release", {"HAKMEM_CHECK": "1"}),
-    ("purge_all", "debug", PURGE_ALL),
-    ("memory_tcache_1", "debug", {"HAKMEM_LEARN": "memory", "HAKMEM_TCACHE_MAX": "1"}),
+    ("memory", "release", {"HAKMEM_LEARN": "memory"}, 16),
+    ("speed", "release", {"HAKMEM_LEARN": "speed", "HAKMEM_PURGE": "free"}, 16),
+    ("purge_all", "release", PURGE_ALL, 16),
+    ("tcache_1", "release", {"HAKMEM_TCACHE_MAX": "1", "HAKMEM_PURGE_THREAD": "off"}, 16),
+    ("no_arena_thp", "release", {"HAKMEM_ARENA_MB": "0", "HAKMEM_THP": "always"}, 16),
+    ("checked", "release", {"HAKMEM_CHECK": "1"}, 16),
+    ("purge_all", "debug", PURGE_ALL, 16),
+    ("memory_tcache_1", "debug", {"HAKMEM_LEARN": "memory", "HAKMEM_TCACHE_MAX": "1"}, 16),
+    ("nursery_80T", "debug", {}, 80),
 ]
 
 
 @pytest.mark.skipif(SYSTEM_MODE, reason="HAKMEM_TEST_SYSTEM=1: hakmem's options")
-@pytest.mark.parametrize("build,options", [p[1:] for p in POLICIES],
+@pytest.mark.parametrize("build,options,nthreads", [p[1:] for p in POLICIES],
                          ids=[f"{p[1]}-{p[0]}" for p in POLICIES])
-def test_stress_long_policies(stress_built, build, options):
+def test_stress_long_policies(stress_built, build, options, nthreads):
     lib = LIB_SO if build == "release" else built(LIB_DEBUG_SO)
     ops, threads, forks, verified, r = run_passing(
-        ["-r", "-t", "16", "-f", "1", POLICY_SECONDS], dict(options, LD_PRELOAD=lib),
+        ["-r", "-t", str(nthreads), "-f", "1", POLICY_SECONDS], dict(options, LD_PRELOAD=lib),
         POLICY_SECONDS)
     assert "assertion failed" not in r.stderr, tail(r.stderr)
-    assert forks >= 1 and threads > 16 and ops > 0 and verified > 0, r.stdout
+    assert forks >= 1 and threads > nthreads and ops > 0 and verified > 0, r.stdout
 
 
 # Self-checks: the same program must fail over a deliberately broken allocator
