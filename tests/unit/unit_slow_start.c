@@ -1,5 +1,5 @@
-/* Slow start of refills (heap.c, refill_locked): a heap's first refill of a class takes 4
- * blocks, the next ones 8, 16, ... up to half the depth, so a thread that lives briefly
+/* Slow start of refills (heap.c, refill_locked): a heap's first two refills of a class
+ * take 4 blocks each, the next ones 8, 8, 16, 16, ... up to half the depth, so a thread that lives briefly
  * does not take (and send home at its exit) half a cache of every class it touches; a class
  * that housekeeping found idle starts slowly again. Runs on the hak_* API, in a fresh
  * thread (a fresh heap). */
@@ -8,7 +8,7 @@
 #include "internals.h"
 #include "../helpers/check.h"
 
-enum { BS = 48, N = 600 };
+enum { BS = 48, N = 2000 };
 static void *b[N];
 
 /* Takes blocks until the class has refilled `refills` times in all; returns how many blocks
@@ -33,8 +33,8 @@ static void *body(void *arg) {
     uint32_t half = tc->cap / 2 + 1;
     CHECK(hak_tc_count(tc) + 1 == 4, "first refill brought %u blocks, want 4",
           (unsigned)hak_tc_count(tc) + 1);
-    uint32_t want = 8;
-    for (uint64_t r = 2; r <= 8; r++, want *= 2) {
+    for (uint64_t r = 2; r <= 14; r++) {
+        uint32_t want = 4u << ((r - 1) / 2);
         uint32_t got = take_until(h, c, r, &n);
         uint32_t expect = want < half ? want : half;
         CHECK(got == expect, "refill %llu brought %u blocks, want %u (half the depth: %u)",
