@@ -376,7 +376,7 @@ def run_once(binary, argv, preload, timeout):
         sig = " (signal %d)" % -p.returncode if p.returncode < 0 else ""
         tail = (p.stderr or "").strip().splitlines()[-3:]
         return {"rc": p.returncode, "result": None, "cmd": cmd,
-                "error": "exit status %d%s %s" % (p.returncode, sig, " | ".join(tail)).strip()}
+                "error": ("exit status %d%s %s" % (p.returncode, sig, " | ".join(tail))).strip()}
     try:
         res = parse_result(p.stdout)
     except ValueError as e:

@@ -25,6 +25,18 @@ LINE = ("RESULT bench=random_mixed threads=1 ops=10000000 seconds=0.111575 "
         "ops_per_sec=89626038.0 peak_rss_kb=1792 slots=256 min=16 max=1024 seed=42")
 
 
+# ---- run_once --------------------------------------------------------------------------------
+
+def test_run_once_reports_a_failing_workload():
+    """A workload that exits non-zero comes back as an error with its status and the last lines
+    of its stderr (this path once raised instead of reporting)."""
+    r = run.run_once("/bin/sh", ["-c", "echo first >&2; echo broke >&2; exit 3"], None, 30)
+    assert r["rc"] == 3 and r["result"] is None
+    assert r["error"] == "exit status 3 first | broke"
+    r = run.run_once("/bin/sh", ["-c", "kill -SEGV $$"], None, 30)
+    assert r["rc"] == -11 and r["error"] == "exit status -11 (signal 11)"
+
+
 # ---- parse_result ------------------------------------------------------------------------------
 
 def test_parse_result_fields_and_types():
