@@ -602,10 +602,14 @@ static SLOW_PATH bool span_came_back(hak_heap_t *h, hak_span_t *s) {
 /* Block b goes home to its span s (the owner's own, so no atomics). A block found home
  * already was freed twice (the second time after a use after free overwrote the key that
  * catches it in free): reported, and kept home once. */
+static SLOW_PATH void report_corrupt(const void *b, size_t size) {
+    _hak_report(NULL, HAK_ERR_CORRUPT, b, size);
+}
+
 FAST_PATH void block_push(hak_heap_t *h, hak_span_t *s, void *b) {
     hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
     if (unlikely(!hak_span_put(s, b))) {
-        _hak_report(NULL, HAK_ERR_CORRUPT, b, s->bsize);
+        report_corrupt(b, s->bsize);
         return;
     }
     hak_assert(s->used >= 1);
@@ -657,12 +661,24 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
  * are the block-start multiplication alone. */
 typedef struct { uintptr_t key; hak_unit_t *u; hak_span_t *s; } unit_memo_t;
 
+/* Is u a slot of a unit of h's for tc's class? */
+FAST_PATH bool slot_ours(hak_heap_t *h, hak_tcache_t *tc, const hak_unit_t *u) {
+    return relaxed_load(&u->owner) == h->key && u->tc == tc;
+}
+
+/* b's slot is not in the table (a superslab outside the arena), or b is no block of ours. */
+static SLOW_PATH hak_unit_t *cached_slot_outside(hak_heap_t *h, hak_tcache_t *tc, void *b) {
+    hak_unit_t *u;
+    return hak_unit_find(b, &u) && slot_ours(h, tc, u) ? u : NULL;
+}
+
 FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b, bool sending) {
     uintptr_t key = (uintptr_t)b >> HAK_UNIT_SHIFT;
     if (key != m->key) {
-        hak_unit_t *u;
-        if (!hak_unit_find(b, &u)) return false;
-        if (relaxed_load(&u->owner) != h->key || u->tc != tc) return false;
+        /* the table's slot first: a superslab's outside the arena reads zero there */
+        hak_unit_t *u = hak_slot(b);
+        if (unlikely(!slot_ours(h, tc, u)) && (u = cached_slot_outside(h, tc, b)) == NULL)
+            return false;
         m->key = key;
         m->u = u;
         m->s = hak_span_at(b, u);
@@ -684,12 +700,12 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
     h->st.flushes[tc - h->tc]++;
     h->active |= 1ull << (tc - h->tc);
     unit_memo_t memo = { 0, NULL, NULL };
-    uint32_t i = 0;
+    uint32_t left = n;
     hak_lock(&h->lock);
     h->slow_ticks++;
-    for (; i < n && b != NULL; i++) {
+    for (; left > 0 && b != NULL; left--) {
         if (unlikely(!cached_ok(h, tc, &memo, b, true))) {
-            _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
+            report_corrupt(b, _hak_class_size[tc - h->tc]);
             b = NULL;
             break;
         }
@@ -701,7 +717,7 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
         b = next;
     }
     hak_unlock(&h->lock);
-    *sent = i;
+    *sent = n - left;
     return b;
 }
 
