@@ -34,8 +34,7 @@
 
 /* What every address reads until the table exists: one slot of zeros, and a mask of 0. */
 static hak_unit_t zero_slot;
-hak_unit_t *_hak_slot_table = &zero_slot;
-uintptr_t _hak_slot_mask;
+hak_slots_t _hak_slots __attribute__((aligned(16))) = { 0, &zero_slot };
 
 uintptr_t _hak_arena_base = HAK_ARENA_NONE;
 size_t _hak_arena_len;
@@ -80,8 +79,8 @@ static void reserve(void) {
     }
     __atomic_store_n(&_hak_arena_base, (uintptr_t)b, __ATOMIC_RELAXED);
     __atomic_store_n(&_hak_arena_len, len, __ATOMIC_RELAXED);
-    __atomic_store_n(&_hak_slot_table, (hak_unit_t *)t, __ATOMIC_RELAXED);
-    __atomic_store_n(&_hak_slot_mask, (tlen - 1) & ~(uintptr_t)(sizeof(hak_unit_t) - 1),
+    __atomic_store_n(&_hak_slots.table, (hak_unit_t *)t, __ATOMIC_RELAXED);
+    __atomic_store_n(&_hak_slots.mask, (tlen - 1) & ~(uintptr_t)(sizeof(hak_unit_t) - 1),
                      __ATOMIC_RELEASE);
 }
 

@@ -7,7 +7,7 @@
 #include "internal.h"
 
 /* The slot table: the slot of the 64 KiB unit at address a is the 32-byte entry at
- * _hak_slot_table + (a >> 11 & _hak_slot_mask). The table covers every address the
+ * _hak_slots.table + (a >> 11 & _hak_slots.mask). The table covers every address the
  * process can have (2^bits, bits from the kernel's user space: arena.c), so no two
  * addresses a program can hold share a slot; it is mapped read-only zero pages, and only
  * the pages whose slots describe the arena are ever made writable. Until the arena exists
@@ -17,8 +17,11 @@
 #define HAK_ARENA_SLOT_SHIFT (HAK_UNIT_SHIFT - 5)        /* 32-byte slots */
 _Static_assert(sizeof(hak_unit_t) == (size_t)1 << 5, "the slot table's index shift");
 
-extern hak_unit_t *_hak_slot_table;
-extern uintptr_t _hak_slot_mask;
+typedef struct hak_slots_s {
+    uintptr_t mask;                /* (2^(bits - 11) - 1) & ~31; 0 with no table */
+    hak_unit_t *table;             /* the table, or one slot of zeros */
+} hak_slots_t;
+extern hak_slots_t _hak_slots;     /* the two words every free reads, in one line */
 
 /* The slot of p's unit, whatever p is: zero where no superslab of the arena lies. On
  * x86-64 the mask and the table come straight from memory into the and and the add, which
@@ -28,12 +31,12 @@ extern uintptr_t _hak_slot_mask;
 FAST_PATH hak_unit_t *hak_slot(const void *p) {
     uintptr_t i = (uintptr_t)p >> HAK_ARENA_SLOT_SHIFT;
 #if defined(__x86_64__)
-    __asm__("andq %1, %0" : "+r"(i) : "m"(_hak_slot_mask) : "cc");
-    __asm__("addq %1, %0" : "+r"(i) : "m"(_hak_slot_table) : "cc");
+    __asm__("andq %1, %0" : "+r"(i) : "m"(_hak_slots.mask) : "cc");
+    __asm__("addq %1, %0" : "+r"(i) : "m"(_hak_slots.table) : "cc");
     return (hak_unit_t *)i;
 #else
-    i &= __atomic_load_n(&_hak_slot_mask, __ATOMIC_ACQUIRE);
-    return (hak_unit_t *)((uintptr_t)__atomic_load_n(&_hak_slot_table, __ATOMIC_RELAXED) + i);
+    i &= __atomic_load_n(&_hak_slots.mask, __ATOMIC_ACQUIRE);
+    return (hak_unit_t *)((uintptr_t)__atomic_load_n(&_hak_slots.table, __ATOMIC_RELAXED) + i);
 #endif
 }
 

@@ -80,7 +80,7 @@ int main(void) {
         if (hak_arena_unit(p, &v)) {
             inside++;
             CHECK(u == v && u == hak_slot(p) &&
-                  u == &_hak_slot_table[(uintptr_t)p >> HAK_UNIT_SHIFT],
+                  u == &_hak_slots.table[(uintptr_t)p >> HAK_UNIT_SHIFT],
                   "slot %p of %p not in the table", (void *)u, (void *)p);
         } else {
             outside++;
@@ -151,14 +151,14 @@ int main(void) {
     }
     /* 6. the table's reach: no address the process has is folded onto another's slot */
     unsigned bits = _hak_os_user_bits();
-    CHECK(_hak_slot_mask == ((((uintptr_t)1 << bits) >> HAK_ARENA_SLOT_SHIFT) - 1) - 31,
-          "mask %#lx for %u bits", (unsigned long)_hak_slot_mask, bits);
+    CHECK(_hak_slots.mask == ((((uintptr_t)1 << bits) >> HAK_ARENA_SLOT_SHIFT) - 1) - 31,
+          "mask %#lx for %u bits", (unsigned long)_hak_slots.mask, bits);
     int local;
     void *m = _hak_os_map(HAK_PAGE);
     REQUIRE(m != NULL);
     uintptr_t have[] = { (uintptr_t)&local, (uintptr_t)m, _hak_arena_base + _hak_arena_len - 1 };
     for (size_t i = 0; i < sizeof have / sizeof have[0]; i++)
-        CHECK((have[i] >> HAK_ARENA_SLOT_SHIFT & _hak_slot_mask) == (have[i] >> HAK_ARENA_SLOT_SHIFT & ~(uintptr_t)31),
+        CHECK((have[i] >> HAK_ARENA_SLOT_SHIFT & _hak_slots.mask) == (have[i] >> HAK_ARENA_SLOT_SHIFT & ~(uintptr_t)31),
               "address %#lx is beyond the table's %u bits", (unsigned long)have[i], bits);
     _hak_os_unmap(m, HAK_PAGE);
     check_say("blocks of 32 KiB: %d in the arena, %d outside; the table covers %u bits\n",
