@@ -86,6 +86,8 @@ static SLOW_PATH void report_bad_block(const char *func, const void *p) {
     else _hak_report(func, HAK_ERR_INTERIOR, p, _hak_class_size[u->cls]);
 }
 
+static SLOW_PATH void free_invalid(void *p) { report_bad_block("free", p); }
+
 /* free's countdown ran out. Mallocs since it was set may have left room (they count only
  * nalloc, span.h): then it starts again from what is left, unless that is under an eighth
  * of the depth (the flush might as well come now: a cache that hovers near full would
@@ -151,10 +153,10 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     free_other_slow(s, p, owner);
 }
 
-/* p starts a block of u's span: ours, pushed onto the tcache; another thread's, free_other.
- * A block in the thread's cache carries the cache's address in its second word: a free
+/* A block in the thread's cache carries the cache's address in its second word: a free
  * that finds it there may be a double free, which free_suspect settles. */
 FAST_PATH void free_block(hak_unit_t *u, void *p) {
+    if (unlikely(!hak_block_start(u, p))) { free_invalid(p); return; }
     if (likely(relaxed_load(&u->owner) == hak_thread_key())) {
         hak_tcache_t *tc = u->tc;
         if (unlikely(((void **)p)[1] == tc)) { free_suspect(tc, p); return; }
@@ -164,34 +166,25 @@ FAST_PATH void free_block(hak_unit_t *u, void *p) {
     free_other(p, u);
 }
 
-/* p's slot says no block starts there: NULL, a block of a superslab outside the arena
- * (its slots are in its header), a huge block, or misuse — an address of the arena where
- * no block starts, or no block of hakmem's at all. One read of the registry tells. */
+/* Not in the arena: a superslab outside it (arena.c), a huge block, NULL, or no block. */
 static SLOW_PATH void free_slow(void *p) {
-    if (p == NULL) return;
-    uintptr_t e = hak_chunk_entry((uintptr_t)p, memory_order_relaxed);
-    if ((e & HAK_CHUNK_KIND) == HAK_CHUNK_SS) {
-        hak_unit_t *u = hak_unit_of(hak_ss_of(p), p);
-        if (hak_block_start(u, p)) free_block(u, p);
-        else report_bad_block("free", p);
+    if (hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS) {
+        free_block(hak_unit_of(hak_ss_of(p), p), p);
         return;
     }
+    if (p == NULL) return;
     hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p);
     if (h != NULL) {
         _hak_huge_free(h, p);                  /* checks the pointer itself */
         _hak_purge_thread_poll();
         return;
     }
-    hak_unit_t *u;
-    if (hak_arena_unit(p, &u)) report_bad_block("free", p);   /* a superslab given back */
-    else _hak_report("free", HAK_ERR_FOREIGN, p, 0);
+    _hak_report("free", HAK_ERR_FOREIGN, p, 0);
 }
 
-/* The slot read with no range check (arena.h): its block-start test fails for every
- * address that is not the start of a block in the arena. */
 HAK_EXPORT void hak_free(void *p) {
-    hak_unit_t *u = hak_slot(p);
-    if (likely(hak_block_start(u, p))) { free_block(u, p); return; }
+    hak_unit_t *u;
+    if (likely(hak_arena_unit(p, &u))) { free_block(u, p); return; }
     free_slow(p);
 }
 

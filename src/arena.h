@@ -1,68 +1,49 @@
-/* arena.h — the reserved address range where superslabs are made, and the table of unit
- * slots that free reads (arena.c). free's fast path finds a block's slot with a shift, a
- * mask and an add, and no compare: every address has a slot, and a slot where no block
- * starts fails the block-start test that free makes anyway. */
+/* arena.h — the reserved address range where superslabs are made, and the table of their
+ * unit slots (arena.c). free's fast path finds a block's slot here with a subtraction, a
+ * shift and one compare, instead of the registry's chunk map and the superslab's header. */
 #ifndef HAKMEM_ARENA_H
 #define HAKMEM_ARENA_H
 #include "internal.h"
 
-/* The slot table: the slot of the 64 KiB unit at address a is the 32-byte entry at
- * _hak_slots.table + (a >> 11 & _hak_slots.mask). The table covers every address the
- * process can have (2^bits, bits from the kernel's user space: arena.c), so no two
- * addresses a program can hold share a slot; it is mapped read-only zero pages, and only
- * the pages whose slots describe the arena are ever made writable. Until the arena exists
- * (and without one) the mask is 0 and the table one zero slot, which every address reads.
- * Written once under the pool lock, the table before the mask (release); read without a
- * lock. */
+/* The arena: [base, base + len). Its first bytes are the slot table: the slot of the unit
+ * at base + i * 64 KiB is the table's i-th (so the table's own units have slots too, which
+ * hold 0). With no arena, base is HAK_ARENA_NONE, a non-canonical address that no pointer
+ * minus it brings below any bound. top: the table's bytes in use, (end of the made
+ * superslabs - base) / 2^11; it only grows, and the slots below it are readable. The three
+ * are written under the pool lock and read without it (relaxed). */
+#define HAK_ARENA_NONE ((uintptr_t)1 << 63)
 #define HAK_ARENA_SLOT_SHIFT (HAK_UNIT_SHIFT - 5)        /* 32-byte slots */
 _Static_assert(sizeof(hak_unit_t) == (size_t)1 << 5, "the slot table's index shift");
 
-typedef struct hak_slots_s {
-    uintptr_t mask;                /* (2^(bits - 11) - 1) & ~31; 0 with no table */
-    hak_unit_t *table;             /* the table, or one slot of zeros */
-} hak_slots_t;
-extern hak_slots_t _hak_slots;     /* the two words every free reads, in one line */
-
-/* The slot of p's unit, whatever p is: zero where no superslab of the arena lies. On
- * x86-64 the mask and the table come straight from memory into the and and the add, which
- * gcc does not do with atomic loads (two instructions more on every free); the assembly is
- * the pair of relaxed loads it stands for, and the add's load comes after the and's (x86
- * keeps loads in order), as the writer's release wants. */
-FAST_PATH hak_unit_t *hak_slot(const void *p) {
-    uintptr_t i = (uintptr_t)p >> HAK_ARENA_SLOT_SHIFT;
-#if defined(__x86_64__)
-    __asm__("andq %1, %0" : "+r"(i) : "m"(_hak_slots.mask) : "cc");
-    __asm__("addq %1, %0" : "+r"(i) : "m"(_hak_slots.table) : "cc");
-    return (hak_unit_t *)i;
-#else
-    i &= __atomic_load_n(&_hak_slots.mask, __ATOMIC_ACQUIRE);
-    return (hak_unit_t *)((uintptr_t)__atomic_load_n(&_hak_slots.table, __ATOMIC_RELAXED) + i);
-#endif
-}
-
-/* The arena: [base, base + len), of which [base, base + top) holds superslabs made so
- * far. With no arena, base is HAK_ARENA_NONE, a non-canonical address that no pointer
- * minus it brings below any bound. Written under the pool lock, read without it
- * (relaxed): slow paths only. */
-#define HAK_ARENA_NONE ((uintptr_t)1 << 63)
 extern uintptr_t _hak_arena_base;
 extern size_t _hak_arena_len;
-extern size_t _hak_arena_top;
+extern uintptr_t _hak_arena_top;
 
-/* Whether p lies in a superslab made in the arena (or in one since given back: slots of
- * 0), and if so its unit's slot. A stale top sends a pointer the caller's other way (the
- * registry), which also finds the slot. */
+/* Whether p lies in a superslab of the arena (or in its table, or in a superslab since
+ * given back: slots of 0), and if so its unit's slot. A stale top sends a pointer the
+ * caller's other way (the registry), which also finds the slot. On x86-64 the compare
+ * takes top from memory, which gcc does not do with an atomic load (one instruction more
+ * on every free); the assembly is the relaxed load it stands for. */
 FAST_PATH bool hak_arena_unit(const void *p, hak_unit_t **u) {
-    uintptr_t off = (uintptr_t)p - __atomic_load_n(&_hak_arena_base, __ATOMIC_RELAXED);
-    if (off >= __atomic_load_n(&_hak_arena_top, __ATOMIC_RELAXED)) return false;
-    *u = hak_slot(p);
+    uintptr_t b = __atomic_load_n(&_hak_arena_base, __ATOMIC_RELAXED);
+    uintptr_t i = ((uintptr_t)p - b) >> HAK_ARENA_SLOT_SHIFT;
+#if defined(__x86_64__)
+    __asm__ goto("cmpq %1, %0\n\tjae %l2" : : "r"(i), "m"(_hak_arena_top) : "cc" : outside);
+#else
+    if (unlikely(i >= __atomic_load_n(&_hak_arena_top, __ATOMIC_RELAXED))) goto outside;
+#endif
+    *u = (hak_unit_t *)(b + (i & ~(uintptr_t)(sizeof(hak_unit_t) - 1)));
     return true;
+outside:
+    return false;
 }
 
-/* The unit slots of superslab ss: the table's, or its own header's outside the arena. */
+/* The unit slots of superslab ss: the arena's table, or its own header outside the arena. */
 FAST_PATH hak_unit_t *hak_ss_units(hak_superslab_t *ss) {
-    uintptr_t off = (uintptr_t)ss - __atomic_load_n(&_hak_arena_base, __ATOMIC_RELAXED);
-    if (likely(off < __atomic_load_n(&_hak_arena_len, __ATOMIC_RELAXED))) return hak_slot(ss);
+    uintptr_t b = __atomic_load_n(&_hak_arena_base, __ATOMIC_RELAXED);
+    uintptr_t off = (uintptr_t)ss - b;
+    if (likely(off < __atomic_load_n(&_hak_arena_len, __ATOMIC_RELAXED)))
+        return (hak_unit_t *)(b + (off >> HAK_ARENA_SLOT_SHIFT));
     return ss->unit;
 }
 

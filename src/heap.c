@@ -661,24 +661,12 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
  * are the block-start multiplication alone. */
 typedef struct { uintptr_t key; hak_unit_t *u; hak_span_t *s; } unit_memo_t;
 
-/* Is u a slot of a unit of h's for tc's class? */
-FAST_PATH bool slot_ours(hak_heap_t *h, hak_tcache_t *tc, const hak_unit_t *u) {
-    return relaxed_load(&u->owner) == h->key && u->tc == tc;
-}
-
-/* b's slot is not in the table (a superslab outside the arena), or b is no block of ours. */
-static SLOW_PATH hak_unit_t *cached_slot_outside(hak_heap_t *h, hak_tcache_t *tc, void *b) {
-    hak_unit_t *u;
-    return hak_unit_find(b, &u) && slot_ours(h, tc, u) ? u : NULL;
-}
-
 FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b, bool sending) {
     uintptr_t key = (uintptr_t)b >> HAK_UNIT_SHIFT;
     if (key != m->key) {
-        /* the table's slot first: a superslab's outside the arena reads zero there */
-        hak_unit_t *u = hak_slot(b);
-        if (unlikely(!slot_ours(h, tc, u)) && (u = cached_slot_outside(h, tc, b)) == NULL)
-            return false;
+        hak_unit_t *u;
+        if (!hak_unit_find(b, &u)) return false;
+        if (relaxed_load(&u->owner) != h->key || u->tc != tc) return false;
         m->key = key;
         m->u = u;
         m->s = hak_span_at(b, u);

@@ -8,7 +8,6 @@
  * mapping, which the kernel usually grants aligned; otherwise we over-map and trim.
  * No mapping is kept that ends above HAK_CHUNK_LIMIT, the end of what the registry
  * describes (registry.c, "Address width"). */
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -103,45 +102,6 @@ void *_hak_os_reserve(size_t size, size_t align) {
     }
     trim_aligned(raw, p, size, align);
     return p;
-}
-
-/* Read-only zero pages (the slot table, arena.c): neither accounted nor backed; a read
- * maps the kernel's shared zero page. Where the kernel likes, else at a hint: valgrind
- * refuses a client a mapping of more than 32 GiB but where it is asked for one. NULL if
- * refused. */
-void *_hak_os_map_zero_ro(size_t size) {
-    int saved = errno;
-    void *const hints[] = { NULL, (void *)(size << 4) };
-    void *p = MAP_FAILED;
-    for (size_t i = 0; i < sizeof hints / sizeof hints[0] && p == MAP_FAILED; i++)
-        p = mmap(hints[i], size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    errno = saved;
-    return p == MAP_FAILED ? NULL : p;
-}
-
-/* The bits of the highest address this process can have. The initial stack (where the
- * auxiliary vector points) tops the default mmap window: 47 bits on x86-64, 48 on arm64,
- * 37 under valgrind, whose client lies below 128 GiB. A kernel with a wider user space
- * (x86-64 5-level paging, arm64 52-bit VAs) maps above that only at a hint above it, and
- * then as high as the hint: each hint it takes raises the count, the first it ignores ends
- * it. */
-unsigned _hak_os_user_bits(void) {
-    uintptr_t top = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t aux[] = { getauxval(AT_EXECFN), getauxval(AT_RANDOM) };
-    for (size_t i = 0; i < sizeof aux / sizeof aux[0]; i++)
-        if (aux[i] > top) top = aux[i];
-    unsigned bits = 64 - (unsigned)__builtin_clzl(top | 1);
-    int saved = errno;
-    while (bits < 57) {
-        void *p = mmap((void *)((uintptr_t)1 << bits), HAK_PAGE, PROT_NONE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED) break;
-        munmap(p, HAK_PAGE);
-        if ((uintptr_t)p < (uintptr_t)1 << bits) break;
-        bits = 64 - (unsigned)__builtin_clzl((uintptr_t)p + HAK_PAGE - 1);
-    }
-    errno = saved;
-    return bits;
 }
 
 /* Whether the process's address space is limited (RLIMIT_AS): a reservation would then

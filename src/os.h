@@ -17,8 +17,6 @@ bool _hak_os_commit(void *p, size_t size);             /* fresh zeroed pages */
 bool _hak_os_commit_keep(void *p, size_t size);        /* keeps what the pages hold */
 bool _hak_os_decommit(void *p, size_t size);
 bool _hak_os_space_limited(void);                     /* RLIMIT_AS is set */
-void *_hak_os_map_zero_ro(size_t size);               /* read-only zero pages, not accounted */
-unsigned _hak_os_user_bits(void);                     /* bits of the highest user address */
 bool _hak_os_purge(void *p, size_t size);    /* per the purge option; true: reads as zero */
 bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out);
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split);

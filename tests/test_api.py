@@ -38,6 +38,17 @@ def test_malloc_during_dlopen(variant):
     run_program("dl_malloc", variant=variant, timeout=120)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_mlockall_is_quick_and_small(variant):
+    """mlockall(MCL_CURRENT | MCL_FUTURE) faults in every readable mapping: hakmem's must stay
+    reservations (PROT_NONE), not read-only tables that cost their page tables."""
+    r = run_program("mlock_all", variant=variant, timeout=120)
+    skipped = [l for l in r.stdout.splitlines() if l.startswith("mlock_all: SKIP ")]
+    if skipped:
+        pytest.skip(skipped[0][len("mlock_all: SKIP "):])
+    assert_checks_passed(r, "mlock_all")
+
+
 # ---- self-checks ------------------------------------------------------------------
 
 def _run_broken(name, fault, args=(), timeout=120, env=None):
