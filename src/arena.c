@@ -24,9 +24,7 @@
 
 #define MIN_ARENA ((size_t)4 << 30)     /* below this a refused reservation means none */
 
-uintptr_t _hak_arena_base = HAK_ARENA_NONE;
-size_t _hak_arena_len;
-uintptr_t _hak_arena_top;
+hak_arena_t _hak_arena __attribute__((aligned(64))) = { .base = HAK_ARENA_NONE };
 
 static bool tried;                      /* the reservation was tried (once) */
 static size_t next_off;                 /* the first offset never made a superslab */
@@ -64,9 +62,9 @@ static void reserve(void) {
         _hak_os_unmap(b, len);
         return;
     }
-    __atomic_store_n(&_hak_arena_base, (uintptr_t)b, __ATOMIC_RELAXED);
-    __atomic_store_n(&_hak_arena_len, len, __ATOMIC_RELAXED);
-    __atomic_store_n(&_hak_arena_top, next_off >> HAK_ARENA_SLOT_SHIFT, __ATOMIC_RELEASE);
+    __atomic_store_n(&_hak_arena.base, (uintptr_t)b, __ATOMIC_RELAXED);
+    __atomic_store_n(&_hak_arena.len, len, __ATOMIC_RELAXED);
+    __atomic_store_n(&_hak_arena.top, next_off >> HAK_ARENA_SLOT_SHIFT, __ATOMIC_RELEASE);
 }
 
 static hak_unit_t *slots_at(uintptr_t ss) { return hak_ss_units((hak_superslab_t *)ss); }
@@ -78,7 +76,7 @@ static hak_unit_t *slots_at(uintptr_t ss) { return hak_ss_units((hak_superslab_t
 void *_hak_arena_take(void) {
     if (_hak_os_space_limited()) return NULL;
     if (!tried) reserve();
-    if (_hak_arena_len == 0) return NULL;
+    if (_hak_arena.len == 0) return NULL;
     uintptr_t ss;
     bool fresh = given_back == 0;
     if (!fresh) {
@@ -86,9 +84,9 @@ void *_hak_arena_take(void) {
         given_back = (uintptr_t)slots_at(ss)[0].tc;
         slots_at(ss)[0].tc = NULL;
     } else {
-        if (next_off + HAK_SS_SIZE > _hak_arena_len) return NULL;      /* full */
-        ss = _hak_arena_base + next_off;
-        if (!table_commit(_hak_arena_base, (next_off + HAK_SS_SIZE) >> HAK_ARENA_SLOT_SHIFT))
+        if (next_off + HAK_SS_SIZE > _hak_arena.len) return NULL;      /* full */
+        ss = _hak_arena.base + next_off;
+        if (!table_commit(_hak_arena.base, (next_off + HAK_SS_SIZE) >> HAK_ARENA_SLOT_SHIFT))
             return NULL;
     }
     if (!_hak_os_commit((void *)ss, HAK_SS_SIZE)) {
@@ -101,14 +99,14 @@ void *_hak_arena_take(void) {
     relaxed_store(&live, relaxed_load(&live) + 1);
     if (fresh) {
         next_off += HAK_SS_SIZE;
-        __atomic_store_n(&_hak_arena_top, next_off >> HAK_ARENA_SLOT_SHIFT, __ATOMIC_RELEASE);
+        __atomic_store_n(&_hak_arena.top, next_off >> HAK_ARENA_SLOT_SHIFT, __ATOMIC_RELEASE);
     }
     return (void *)ss;
 }
 
 bool _hak_arena_give(void *p) {
     uintptr_t ss = (uintptr_t)p;
-    if (ss - _hak_arena_base >= _hak_arena_len) return false;
+    if (ss - _hak_arena.base >= _hak_arena.len) return false;
     hak_unit_t *u = slots_at(ss);
     memset(u, 0, HAK_UNITS * sizeof *u);
     /* If the kernel cannot split the mapping (the map count limit), the pages are freed
@@ -121,6 +119,6 @@ bool _hak_arena_give(void *p) {
 }
 
 size_t _hak_arena_superslabs(size_t *reserved) {
-    *reserved = __atomic_load_n(&_hak_arena_len, __ATOMIC_RELAXED);
+    *reserved = __atomic_load_n(&_hak_arena.len, __ATOMIC_RELAXED);
     return relaxed_load(&live);
 }

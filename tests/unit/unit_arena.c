@@ -76,22 +76,22 @@ int main(void) {
         CHECK(hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS);
         if (hak_arena_unit(p, &v)) {
             inside++;
-            CHECK(u == v && (uintptr_t)u - _hak_arena_base < ((size_t)2 << 20),
+            CHECK(u == v && (uintptr_t)u - _hak_arena.base < ((size_t)2 << 20),
                   "slot %p of %p not in the table", (void *)u, (void *)p);
         } else {
             outside++;
-            CHECK((uintptr_t)p - _hak_arena_base >= _hak_arena_len);
+            CHECK((uintptr_t)p - _hak_arena.base >= _hak_arena.len);
             CHECK(u == &ss->unit[((uintptr_t)p >> HAK_UNIT_SHIFT) & (HAK_UNITS - 1)]);
         }
         CHECK(u->in_use && hak_block_start(u, p));
     }
-    REQUIRE(_hak_arena_len == ((size_t)8 << 20), "arena of %zu bytes", _hak_arena_len);
+    REQUIRE(_hak_arena.len == ((size_t)8 << 20), "arena of %zu bytes", _hak_arena.len);
     CHECK(inside > 0 && outside > 0, "%d blocks in the arena, %d outside", inside, outside);
     size_t reserved;
-    CHECK(_hak_arena_superslabs(&reserved) == 3 && reserved == _hak_arena_len,
+    CHECK(_hak_arena_superslabs(&reserved) == 3 && reserved == _hak_arena.len,
           "%zu superslabs counted in the arena", _hak_arena_superslabs(&reserved));
-    uintptr_t top = _hak_arena_top;
-    CHECK(top == (_hak_arena_len >> HAK_ARENA_SLOT_SHIFT), "top %#lx", (unsigned long)top);
+    uintptr_t top = _hak_arena.top;
+    CHECK(top == (_hak_arena.len >> HAK_ARENA_SLOT_SHIFT), "top %#lx", (unsigned long)top);
 
     /* 2. misuse from both kinds, and from arena addresses that hold no block */
     int first_in = in_arena(blocks[0]) ? 0 : -1, first_out = -1;
@@ -102,7 +102,7 @@ int main(void) {
     REQUIRE(first_in >= 0 && first_out >= 0);
     CHECK(reported(hak_free, (char *)blocks[first_in] + 16, "inside a block"));
     CHECK(reported(hak_free, (char *)blocks[first_out] + 16, "inside a block"));
-    CHECK(reported(hak_free, (void *)(_hak_arena_base + 4096), "no live block"),
+    CHECK(reported(hak_free, (void *)(_hak_arena.base + 4096), "no live block"),
           "a free in the arena's table was not reported");
 
     /* 3. every block freed with its contents: the even ones here, the odd ones by another
@@ -118,7 +118,7 @@ int main(void) {
 
     /* 4. given back: the range stays, the slots are zero, a free there is reported */
     hak_trim(0);
-    CHECK(_hak_arena_top == top, "top moved on trim");
+    CHECK(_hak_arena.top == top, "top moved on trim");
     CHECK(_hak_arena_superslabs(&reserved) == 0, "%zu superslabs counted after the trim",
           _hak_arena_superslabs(&reserved));
     hak_unit_t *u = hak_unit_of(hak_ss_of(blocks[first_in]), blocks[first_in]);
@@ -136,7 +136,7 @@ int main(void) {
         again += in_arena(blocks[i]);
     }
     CHECK(again == inside, "%d blocks in the arena again, %d the first time", again, inside);
-    CHECK(_hak_arena_top == top, "the arena grew instead of reusing its superslabs");
+    CHECK(_hak_arena.top == top, "the arena grew instead of reusing its superslabs");
     CHECK(_hak_arena_superslabs(&reserved) == 3);
     for (int i = 0; i < N; i++) {
         CHECK(((unsigned char *)blocks[i])[63] == (unsigned char)i);
