@@ -24,7 +24,7 @@
 
 #define MIN_ARENA ((size_t)4 << 30)     /* below this a refused reservation means none */
 
-hak_arena_t _hak_arena __attribute__((aligned(64))) = { .base = HAK_ARENA_NONE };
+hak_arena_t _hak_arena = { .base = HAK_ARENA_NONE };
 
 static bool tried;                      /* the reservation was tried (once) */
 static size_t next_off;                 /* the first offset never made a superslab */

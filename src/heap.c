@@ -599,13 +599,13 @@ static SLOW_PATH bool span_came_back(hak_heap_t *h, hak_span_t *s) {
     return false;
 }
 
-/* Block b goes home to its span s (the owner's own, so no atomics). A block found home
- * already was freed twice (the second time after a use after free overwrote the key that
- * catches it in free): reported, and kept home once. */
 static SLOW_PATH void report_corrupt(const void *b, size_t size) {
     _hak_report(NULL, HAK_ERR_CORRUPT, b, size);
 }
 
+/* Block b goes home to its span s (the owner's own, so no atomics). A block found home
+ * already was freed twice (the second time after a use after free overwrote the key that
+ * catches it in free): reported, and kept home once. */
 FAST_PATH void block_push(hak_heap_t *h, hak_span_t *s, void *b) {
     hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
     if (unlikely(!hak_span_put(s, b))) {

@@ -17,21 +17,10 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "../helpers/check.h"
+#include "../helpers/proc.h"
 
 static const size_t sizes[] = { 24, 700, 12000, 60000, 300000, (size_t)5 << 20 };
 #define NSIZES (sizeof sizes / sizeof sizes[0])
-
-static long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f == NULL) return -1;
-    char line[256];
-    long v = -1;
-    size_t n = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, n) == 0 && line[n] == ':') v = atol(line + n + 1);
-    fclose(f);
-    return v;
-}
 
 static double now(void) {
     struct timespec t;
@@ -63,9 +52,9 @@ int main(void) {
         return 0;
     }
     double took = now() - t0;
-    long pte = status_kb("VmPTE");
+    long pte = status_kib("VmPTE:");
     check_say("mlock_all: mlockall took %.3f s; page tables %ld kB, locked %ld kB\n", took,
-              pte, status_kb("VmLck"));
+              pte, status_kib("VmLck:"));
     CHECK(took < 5.0, "mlockall(MCL_CURRENT | MCL_FUTURE) took %.1f s", took);
     CHECK(pte >= 0 && pte < 16 * 1024, "page tables of %ld kB after mlockall", pte);
     for (unsigned r = 0; r < 20; r++) round_trip(r);
