@@ -42,6 +42,7 @@ static HAK_TLS bool thread_done;
  * HAK_REMOTE_OWNER). It serves threads past their exit, and a thread's first blocks of each
  * tiny class while many threads live (below). */
 static hak_heap_t *shared_heap;
+static pthread_mutex_t make_lock = HAK_LOCK_INIT;   /* whoever makes the shared heap */
 
 /* First blocks from the shared heap. A thread that takes a span of its own for a tiny class
  * touches a page of it (4 KiB) even if it keeps one 16-byte block there, so a thousand
@@ -258,7 +259,6 @@ static hak_heap_t *shared_heap_get(void) {
     hak_heap_t *h = atomic_load_explicit((_Atomic(hak_heap_t *) *)&shared_heap,
                                          memory_order_acquire);
     if (h != NULL) return h;
-    static pthread_mutex_t make_lock = HAK_LOCK_INIT;
     hak_lock(&make_lock);
     if ((h = shared_heap) == NULL && (h = heap_new()) != NULL) {
         for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = 0, hak_tc_set_room(&h->tc[c], 1);
@@ -294,6 +294,7 @@ hak_heap_t *_hak_heap_thread(void) {
 }
 
 static void thread_exit(void *heap);
+static void after_fork_child(void);
 
 /* At start-up, once the allocator core works (pthread_key_create may allocate). */
 void _hak_heap_init_key(void) {
@@ -807,12 +808,12 @@ void _hak_heap_reclaim_all(int depth) {
      * that finds a pass under way does not queue behind it (threads that start together
      * would convoy there): it goes on to map. */
     if (depth == RECLAIM_SPANS) {
-        if (pthread_mutex_trylock(&reclaim_lock) != 0) return;
+        if (!hak_trylock(&reclaim_lock)) return;
     } else {
         hak_lock(&reclaim_lock);
     }
     for (hak_heap_t *h = __atomic_load_n(&heaps_all, __ATOMIC_ACQUIRE); h != NULL; h = h->next_all) {
-        if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || pthread_mutex_trylock(&h->lock) != 0)
+        if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || !hak_trylock(&h->lock))
             continue;
         bool idle = h->slow_ticks == h->seen_ticks;
         h->seen_ticks = h->slow_ticks;
@@ -1029,38 +1030,39 @@ void _hak_heap_stats_add(hak_stats_t *out) {
     hak_unlock(&heaps_lock);
 }
 
-/* ---- fork ------------------------------------------------------------------------------ */
+/* ---- fork ------------------------------------------------------------------------------
+ * heap.c's locks in the lock order (docs/ARCHITECTURE.md, "Locks"): make_lock (whoever
+ * makes the shared heap takes the heaps lock under it), the shared heap's (a shared refill
+ * holds it and may take the heaps lock, or reclaim), the reclaim pass's, the heaps lock,
+ * the 8 abandoned-list locks. The shared heap is read under make_lock, which every writer
+ * of the pointer holds, and recorded: the parent and the child release exactly the lock
+ * that was taken, whatever another thread made after the parent's make_lock came free.
+ * Each thread heap's own lock is not taken: its owner is the only one to take it while
+ * it lives (a reclaimer takes it only under the reclaim lock, taken here), and the heaps
+ * of threads that do not survive the fork stay as they were in the child. */
+static hak_heap_t *fork_shared;            /* the shared heap whose lock PREPARE took */
 
-void _hak_heap_lock_all(void) {
-    hak_lock(&heaps_lock);
-    for (size_t k = 0; k < ABAND_LOCKS; k++) hak_lock(aband_lock(k));
-}
-void _hak_heap_unlock_all(void) {
-    for (size_t k = ABAND_LOCKS; k-- > 0;) hak_unlock(aband_lock(k));
-    hak_unlock(&heaps_lock);
-}
-
-/* Fork: the shared heap's lock comes first (a shared refill holds it while it may take the
- * heaps lock, or reclaim), then the reclaim pass's. */
-void _hak_heap_fork_prepare(void) {
-    if (shared_heap != NULL) hak_lock(&shared_heap->lock);
-    hak_lock(&reclaim_lock);
-    _hak_heap_lock_all();
-}
-void _hak_heap_fork_parent(void) {
-    _hak_heap_unlock_all();
-    hak_unlock(&reclaim_lock);
-    if (shared_heap != NULL) hak_unlock(&shared_heap->lock);
+pthread_mutex_t *_hak_heap_fork(hak_fork_phase_t phase) {
+    if (phase == HAK_FORK_PREPARE) {
+        if (!hak_trylock(&make_lock)) return &make_lock;
+        fork_shared = shared_heap;
+    }
+    pthread_mutex_t *set[4 + ABAND_LOCKS] = {
+        &make_lock, fork_shared != NULL ? &fork_shared->lock : NULL, &reclaim_lock, &heaps_lock,
+    };
+    for (size_t k = 0; k < ABAND_LOCKS; k++) set[4 + k] = aband_lock(k);
+    /* (PREPARE holds make_lock already: the set from the shared heap's on) */
+    size_t from = phase == HAK_FORK_PREPARE;
+    pthread_mutex_t *busy = hak_fork_locks(set + from, 4 + ABAND_LOCKS - from, phase);
+    if (busy != NULL) hak_unlock(&make_lock);
+    if (phase == HAK_FORK_CHILD) after_fork_child();
+    return busy;
 }
 
 /* In the child only the forking thread exists. Its heap may have spans whose notifier was
  * another thread, now gone: finish their hand-over here. Heaps of the other threads stay
  * as they were (their blocks may still be in use by the child and freed remotely). */
-void _hak_heap_after_fork_child(void) {
-    hak_lock_reset(&heaps_lock);
-    hak_lock_reset(&reclaim_lock);
-    for (size_t k = 0; k < ABAND_LOCKS; k++) hak_lock_reset(aband_lock(k));
-    if (shared_heap != NULL) hak_lock_reset(&shared_heap->lock);
+static void after_fork_child(void) {
     hak_heap_t *h = _hak_thread_heap;
     atomic_store_explicit(&threads_live, h != &_hak_empty_heap, memory_order_relaxed);
     if (h == &_hak_empty_heap) return;

@@ -56,11 +56,7 @@ void _hak_heap_set_cache_policy(unsigned floor_pct, unsigned base_pct, size_t ba
 void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc);
 /* The owner's housekeeping of its heap h: unused classes' caches go home (see heap.c). */
 void _hak_heap_housekeep(hak_heap_t *h, bool pages);
-void _hak_heap_lock_all(void);
-void _hak_heap_unlock_all(void);
-void _hak_heap_fork_prepare(void);
-void _hak_heap_fork_parent(void);
-void _hak_heap_after_fork_child(void);
+pthread_mutex_t *_hak_heap_fork(hak_fork_phase_t phase);
 /* Statistics: every live thread's counters and what exited threads left, added to out. */
 void _hak_heap_stats_add(hak_stats_t *out);
 

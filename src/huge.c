@@ -534,7 +534,8 @@ size_t _hak_huge_purge(bool all) {
     return bytes;
 }
 
-void _hak_huge_lock(void) { hak_lock(&huge_lock); }
-void _hak_huge_unlock(void) { hak_unlock(&huge_lock); }
-void _hak_huge_reset_lock(void) { hak_lock_reset(&huge_lock); }
+pthread_mutex_t *_hak_huge_fork(hak_fork_phase_t phase) {
+    pthread_mutex_t *const set[] = { &huge_lock };
+    return hak_fork_locks(set, 1, phase);
+}
 _Static_assert(sizeof(hak_huge_t) <= HAK_HUGE_HDR, "the huge header must fit before the payload");

@@ -17,8 +17,6 @@ size_t _hak_huge_purge(bool all);
 size_t _hak_huge_purge_tick(void);          /* purge what is due; bytes cached unpurged */
 size_t _hak_huge_cached(void);              /* bytes of cached mappings not yet purged (a relaxed read) */
 size_t _hak_huge_cache_bytes(void);         /* bytes of cached mappings, purged or not (a relaxed read) */
-void _hak_huge_lock(void);
-void _hak_huge_unlock(void);
-void _hak_huge_reset_lock(void);
+pthread_mutex_t *_hak_huge_fork(hak_fork_phase_t phase);
 
 #endif

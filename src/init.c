@@ -11,6 +11,8 @@
 #include "huge.h"
 #include "init.h"
 #include "learn.h"
+#include "learned.h"
+#include "os.h"
 #include "options.h"
 #include "policy.h"
 #include "purge_thread.h"
@@ -34,33 +36,108 @@ static const hak_fn_entry_t known_functions[] = {
 };
 #undef FN
 
-/* Fork: take every lock (in the one order used everywhere: reclaim, heaps, abandoned,
- * pool, huge, registry) so no other thread is inside hakmem's state when the address space
- * is copied; the child resets them, as only the forking thread exists there. */
+/* ---- fork ------------------------------------------------------------------------------
+ * In a process with threads, the prepare handler takes every lock of hakmem's, in the one
+ * order of docs/ARCHITECTURE.md's lock table, so that no other thread is inside hakmem's
+ * shared state when the address space is copied; the parent releases them, the child makes
+ * them new (only the forking thread exists there).
+ *
+ * First it takes the C library's lock of its list of streams, which fork itself takes only
+ * after every prepare handler: a thread that holds that lock (fflush(NULL)) waits for a
+ * stream whose owner may be inside malloc (getline), and a fork holding hakmem's locks while
+ * it waited for the list would close that circle. The lock is recursive, so fork takes it
+ * again over ours. Then hakmem's are tried, never waited for with the list held: where one
+ * is busy, every lock taken is let go, the handler waits for the busy one holding nothing,
+ * and tries again (its holder may be a thread that, inside malloc, holds a stream the list's
+ * holder waits for).
+ *
+ * Nothing of hakmem's is taken, and nothing redone in the child, where no other thread can
+ * be inside hakmem: in a process of one thread (nothing at all then, as glibc does for its
+ * own malloc), where a signal handler's fork may have interrupted hakmem itself (the child
+ * goes on, as the parent does, where the interrupted frame was); nor where this thread holds
+ * a lock of hakmem's, which only a handler's fork that interrupted it can see (taking the
+ * locks would wait for itself). The list of streams is still taken then: glibc's fork takes
+ * it while it holds its own lock of the fork handlers, which a fork whose prepare handler
+ * took the list waits for in its parent handler. A child of such a fork in a process with
+ * threads may find another thread's lock held: as POSIX says of any fork with threads, it
+ * may call only async-signal-safe functions until it execs. Each fork on this thread (a
+ * handler's fork inside a fork) remembers what it took. */
+HAK_TLS unsigned _hak_locks_held;
+static HAK_TLS unsigned fork_depth;        /* forks under way on this thread */
+static HAK_TLS uint32_t fork_list;         /* bit d: the fork at depth d took the list */
+static HAK_TLS uint32_t fork_locked;       /* bit d: ... and hakmem's locks */
+
+static pthread_mutex_t *(*const fork_order[])(hak_fork_phase_t) = {
+    _hak_heap_fork, _hak_pool_fork, _hak_huge_fork, _hak_registry_fork, _hak_learn_fork,
+    _hak_learned_fork,
+};
+#define FORK_MODULES (sizeof fork_order / sizeof fork_order[0])
+
+static pthread_mutex_t *init_fork(hak_fork_phase_t phase) {
+    pthread_mutex_t *const set[] = { &init_lock };
+    return hak_fork_locks(set, 1, phase);
+}
+
+/* Every lock, the list first; returns with them all held. */
+static void take_all(void) {
+    for (;;) {
+        _hak_os_stdio_lock();
+        pthread_mutex_t *busy = init_fork(HAK_FORK_PREPARE);
+        size_t i = 0;
+        while (busy == NULL && i < FORK_MODULES) busy = fork_order[i++](HAK_FORK_PREPARE);
+        if (busy == NULL) return;
+        if (i > 0) {                           /* the modules before the busy one, and init's */
+            for (size_t k = i - 1; k-- > 0;) fork_order[k](HAK_FORK_PARENT);
+            init_fork(HAK_FORK_PARENT);
+        }
+        _hak_os_stdio_unlock();
+        hak_lock(busy);                        /* until its holder is done with it */
+        hak_unlock(busy);
+    }
+}
+
+static void modules_after(hak_fork_phase_t phase) {
+    for (size_t i = FORK_MODULES; i-- > 0;) fork_order[i](phase);
+    init_fork(phase);
+}
+
 static void fork_prepare(void) {
-    hak_lock(&init_lock);
-    _hak_heap_fork_prepare();
-    _hak_pool_lock();
-    _hak_huge_lock();
-    _hak_registry_lock();
+    unsigned d = fork_depth++;
+    if (_hak_os_single_threaded() || d >= 32) return;
+    if (_hak_locks_held != 0) {
+        fork_list |= 1u << d;
+        _hak_os_stdio_lock();
+        return;
+    }
+    fork_list |= 1u << d;
+    fork_locked |= 1u << d;
+    take_all();
+}
+
+/* What the fork that ends here took (and forgets it): bit 0 the list, bit 1 the locks. */
+static unsigned fork_took(void) {
+    unsigned d = --fork_depth;
+    if (d >= 32) return 0;
+    unsigned took = ((fork_list >> d) & 1) | ((fork_locked >> d) & 1) << 1;
+    fork_list &= ~(1u << d);
+    fork_locked &= ~(1u << d);
+    return took;
 }
 
 static void fork_parent(void) {
-    _hak_registry_unlock();
-    _hak_huge_unlock();
-    _hak_pool_unlock();
-    _hak_heap_fork_parent();
-    hak_unlock(&init_lock);
+    unsigned took = fork_took();
+    if (took & 2) modules_after(HAK_FORK_PARENT);
+    if (took & 1) _hak_os_stdio_unlock();
 }
 
 static void fork_child(void) {
-    _hak_registry_reset_lock();
-    _hak_huge_reset_lock();
-    _hak_pool_reset_lock();
-    _hak_pool_after_fork_child(hak_thread_key());
-    _hak_heap_after_fork_child();
-    _hak_purge_thread_after_fork_child();
-    hak_lock_reset(&init_lock);
+    unsigned took = fork_took();
+    if (took & 2) {
+        modules_after(HAK_FORK_CHILD);
+        _hak_locks_held = 0;               /* the resets let go of what prepare took */
+    }
+    if (took & 1) _hak_os_stdio_reset();   /* (fork did too) */
+    _hak_purge_thread_after_fork_child();  /* (stores only: right after any fork) */
 }
 
 void _hak_init(void) {

@@ -51,12 +51,64 @@ static inline size_t hak_align_up(size_t n, size_t a) { return (n + a - 1) & ~(a
 
 /* Lock helpers: pthread mutexes, re-initialised in a forked child. Adaptive: a contended
  * lock spins a little before it sleeps (glibc), since what they guard is held briefly and
- * a thread that finds it taken would otherwise go to sleep in the kernel and back. */
+ * a thread that finds it taken would otherwise go to sleep in the kernel and back.
+ *
+ * Each thread counts the hakmem locks it holds or is about to take (_hak_locks_held, up
+ * before the lock and down after the unlock, so it is never short): a signal handler that
+ * forks can then tell that it interrupted its own thread inside hakmem, where the fork
+ * handlers must take no lock (init.c, "fork"). Slow paths only; one add each way. */
 #define HAK_LOCK_INIT PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
-static inline void hak_lock(pthread_mutex_t *m) { pthread_mutex_lock(m); }
-static inline void hak_unlock(pthread_mutex_t *m) { pthread_mutex_unlock(m); }
+extern HAK_TLS unsigned _hak_locks_held;
+static inline void hak_lock(pthread_mutex_t *m) {
+    _hak_locks_held++;
+    atomic_signal_fence(memory_order_seq_cst);
+    pthread_mutex_lock(m);
+}
+static inline bool hak_trylock(pthread_mutex_t *m) {
+    _hak_locks_held++;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (pthread_mutex_trylock(m) == 0) return true;
+    atomic_signal_fence(memory_order_seq_cst);
+    _hak_locks_held--;
+    return false;
+}
+static inline void hak_unlock(pthread_mutex_t *m) {
+    pthread_mutex_unlock(m);
+    atomic_signal_fence(memory_order_seq_cst);
+    _hak_locks_held--;
+}
 static inline void hak_lock_reset(pthread_mutex_t *m) {
     *m = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+}
+
+/* The fork handlers' three steps (init.c), which each module with locks of its own takes
+ * through one function, _hak_<module>_fork(phase), over its locks in the order of
+ * docs/ARCHITECTURE.md's lock table: PREPARE tries to take them all and, where one is
+ * busy, lets go of those it took and returns the busy one (init.c waits for it holding
+ * nothing, then tries again); PARENT releases exactly what PREPARE took, CHILD makes exactly
+ * that new (only the forking thread exists there). */
+typedef enum { HAK_FORK_PREPARE, HAK_FORK_PARENT, HAK_FORK_CHILD } hak_fork_phase_t;
+
+/* A set of locks (NULL entries skipped) through one phase: PREPARE in order, returning
+ * NULL when all are taken or the busy one (none of the set held then); the others in
+ * reverse. */
+static inline pthread_mutex_t *hak_fork_locks(pthread_mutex_t *const *set, size_t n,
+                                              hak_fork_phase_t phase) {
+    if (phase == HAK_FORK_PREPARE) {
+        for (size_t i = 0; i < n; i++) {
+            if (set[i] == NULL || hak_trylock(set[i])) continue;
+            for (size_t k = i; k-- > 0;)
+                if (set[k] != NULL) hak_unlock(set[k]);
+            return set[i];
+        }
+        return NULL;
+    }
+    for (size_t i = n; i-- > 0;) {
+        if (set[i] == NULL) continue;
+        if (phase == HAK_FORK_PARENT) hak_unlock(set[i]);
+        else hak_lock_reset(set[i]);
+    }
+    return NULL;
 }
 
 #endif /* HAKMEM_INTERNAL_H */

@@ -119,7 +119,7 @@ static void step(bool up, long want) {
 /* The purge decision, at most every TICK_MS, by whoever comes first. */
 void _hak_learn_tick(uint64_t now) {
     if (mode == OFF || now < relaxed_load(&next_tick_ms)) return;
-    if (pthread_mutex_trylock(&tick_lock) != 0) return;
+    if (!hak_trylock(&tick_lock)) return;
     if (now >= relaxed_load(&next_tick_ms)) {
         relaxed_store(&next_tick_ms, now + TICK_MS);
         uint64_t purged, refaulted;
@@ -156,6 +156,11 @@ void _hak_learn_tick(uint64_t now) {
         }
     }
     hak_unlock(&tick_lock);
+}
+
+pthread_mutex_t *_hak_learn_fork(hak_fork_phase_t phase) {
+    pthread_mutex_t *const set[] = { &tick_lock };
+    return hak_fork_locks(set, 1, phase);
 }
 
 /* From the api's slow paths (malloc's refill, free's flush) of the thread that owns h,

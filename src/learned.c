@@ -51,6 +51,11 @@ static int add(const char *name, long *field, long value) {
     return i;
 }
 
+pthread_mutex_t *_hak_learned_fork(hak_fork_phase_t phase) {
+    pthread_mutex_t *const set[] = { &add_lock };
+    return hak_fork_locks(set, 1, phase);
+}
+
 int _hak_learned_add(const char *name, long *field) { return field ? add(name, field, 0) : -1; }
 int _hak_learned_add_value(const char *name, long value) { return add(name, NULL, value); }
 

@@ -26,5 +26,6 @@ void _hak_learned_start(int i, long value);
 /* The index of a parameter by name, or -1. */
 int _hak_learned_find(const char *name);
 int _hak_learned_count(void);
+pthread_mutex_t *_hak_learned_fork(hak_fork_phase_t phase);   /* the table's lock (init.c) */
 
 #endif

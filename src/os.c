@@ -385,3 +385,18 @@ uint64_t _hak_now_ms(void) {
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
+
+/* glibc's, public (GLIBC_2.2.5; __libc_single_threaded since 2.32), which no installed
+ * header declares any more; weak references, so that with a C library that lacks them they
+ * read as NULL and these do nothing. */
+static char libc_single_threaded __attribute__((weakref("__libc_single_threaded")));
+static void io_list_lock(void) __attribute__((weakref("_IO_list_lock")));
+static void io_list_unlock(void) __attribute__((weakref("_IO_list_unlock")));
+static void io_list_resetlock(void) __attribute__((weakref("_IO_list_resetlock")));
+
+bool _hak_os_single_threaded(void) {
+    return &libc_single_threaded != NULL && libc_single_threaded;
+}
+void _hak_os_stdio_lock(void) { if (io_list_lock != NULL) io_list_lock(); }
+void _hak_os_stdio_unlock(void) { if (io_list_unlock != NULL) io_list_unlock(); }
+void _hak_os_stdio_reset(void) { if (io_list_resetlock != NULL) io_list_resetlock(); }

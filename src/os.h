@@ -27,4 +27,12 @@ void _hak_os_wait(_Atomic int *word, int value, long ms);
 void _hak_os_wake(_Atomic int *word);              /* wakes one sleeper */
 uint64_t _hak_now_ms(void);
 
+/* What fork needs of the C library (init.c): whether the process has only ever had one
+ * thread, and the lock of its list of stdio streams, which fork takes (no-ops where the C
+ * library has none). */
+bool _hak_os_single_threaded(void);
+void _hak_os_stdio_lock(void);
+void _hak_os_stdio_unlock(void);
+void _hak_os_stdio_reset(void);               /* in a forked child */
+
 #endif

@@ -113,6 +113,7 @@ hak_huge_t *_hak_registry_huge_header(uintptr_t a) {
     return (hak_huge_t *)(e & ~(uintptr_t)HAK_CHUNK_KIND);
 }
 
-void _hak_registry_lock(void) { hak_lock(&reg_lock); }
-void _hak_registry_unlock(void) { hak_unlock(&reg_lock); }
-void _hak_registry_reset_lock(void) { hak_lock_reset(&reg_lock); }
+pthread_mutex_t *_hak_registry_fork(hak_fork_phase_t phase) {
+    pthread_mutex_t *const set[] = { &reg_lock };
+    return hak_fork_locks(set, 1, phase);
+}

@@ -107,7 +107,7 @@ static void ss_now_clean(hak_superslab_t *ss) {
 
 /* The pool lock, counting the operations that found it taken. */
 static void pool_take(void) {
-    if (unlikely(pthread_mutex_trylock(&pool_lock) != 0)) {
+    if (unlikely(!hak_trylock(&pool_lock))) {
         hak_lock(&pool_lock);
         HAK_STAT_ADD_LOCKED(pool_waits, 1);
     }
@@ -615,18 +615,19 @@ out:
     return why;
 }
 
-void _hak_pool_lock(void) { hak_lock(&pool_lock); }
-void _hak_pool_unlock(void) { hak_unlock(&pool_lock); }
-void _hak_pool_reset_lock(void) { hak_lock_reset(&pool_lock); }
-
-/* In a forked child: the spans of threads that did not survive the fork get a key no
- * thread matches (types.h), since a thread the child makes may get the thread pointer of
- * one of them; their blocks are then freed as remote ones, as before the fork. */
-void _hak_pool_after_fork_child(uintptr_t survivor) {
+/* Fork: the pool lock. In the child, the spans of threads that did not survive the fork
+ * get a key no thread matches (types.h), since a thread the child makes may get the thread
+ * pointer of one of them; their blocks are then freed as remote ones, as before the fork. */
+pthread_mutex_t *_hak_pool_fork(hak_fork_phase_t phase) {
+    pthread_mutex_t *const set[] = { &pool_lock };
+    pthread_mutex_t *busy = hak_fork_locks(set, 1, phase);
+    if (phase != HAK_FORK_CHILD) return busy;
+    uintptr_t survivor = hak_thread_key();
     for (hak_superslab_t *ss = ss_all.head; ss != NULL; ss = ss->all_link.next)
         for (unsigned k = 0; k < HAK_UNITS; k++) {
             hak_unit_t *d = &hak_ss_units(ss)[k];
             uintptr_t o = relaxed_load(&d->owner);
             if (o > HAK_REMOTE_OWNER && o != survivor) relaxed_store(&d->owner, HAK_REMOTE_OWNER);
         }
+    return NULL;
 }

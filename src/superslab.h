@@ -62,9 +62,6 @@ void _hak_pool_signals(uint64_t *purged, uint64_t *refaulted);
 /* The pool's index checked against its superslabs (O(superslabs), for the unit tests):
  * NULL, or the first invariant found broken. */
 const char *_hak_pool_check(void);
-void _hak_pool_lock(void);
-void _hak_pool_unlock(void);
-void _hak_pool_reset_lock(void);
-void _hak_pool_after_fork_child(uintptr_t survivor);   /* the forking thread's key */
+pthread_mutex_t *_hak_pool_fork(hak_fork_phase_t phase);
 
 #endif

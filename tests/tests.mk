@@ -73,7 +73,8 @@ LIBC_PROGS    := $(TEST_BUILD)/options/opt_probe $(TEST_BUILD)/stats/introspect
 API_PROGS     := $(TEST_BUILD)/options/opt_set $(TEST_BUILD)/stats/stats_check
 HAVE_CXX      := $(shell command -v $(CXX) 2>/dev/null)
 
-.PHONY: test test-progs test-pytest-available test-units test-install-progs test-have-libc-a
+.PHONY: test test-progs test-pytest-available test-units test-install-progs test-have-libc-a \
+        stress-fork
 # -rfEs: the summary lists failures, errors and every skip with its reason.
 test: lib test-progs test-pytest-available
 	HAKMEM_BUILD=$(BUILD) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest tests/ -v -rfEs
@@ -171,3 +172,15 @@ test-install-progs:
 	$(CC) -std=c11 -o $(INSTALL_TEST_OUT)/prog_static tests/install/prog.c \
 	    $$($(INSTALL_TEST_PC) --cflags hakmem) \
 	    $$($(INSTALL_TEST_PC) --static --libs hakmem | sed 's/-lhakmem\b/-l:libhakmem.a/')
+
+# ---- make stress-fork: the fork tests of test_fork.py, long ----------------------------
+# fork from a signal handler (one thread, then three), beside stdio, and 100 fresh processes
+# of 30 forks each while threads come and go; FORK_RUNS runs of each of the first three.
+FORK_RUNS ?= 20
+stress-fork: lib $(TEST_BUILD)/fork_signal $(TEST_BUILD)/fork_stdio $(TEST_BUILD)/fork_churn
+	@set -e; for i in $$(seq 1 $(FORK_RUNS)); do \
+	    for t in 0 3; do LD_PRELOAD=$(abspath $(BUILD)/libhakmem.so) \
+	        $(TEST_BUILD)/fork_signal 2000 $$t $$i --hakmem; done; \
+	    LD_PRELOAD=$(abspath $(BUILD)/libhakmem.so) $(TEST_BUILD)/fork_stdio 2000 --hakmem; \
+	done
+	LD_PRELOAD=$(abspath $(BUILD)/libhakmem.so) $(TEST_BUILD)/fork_churn 100 30 --hakmem
