@@ -16,7 +16,6 @@
  * owner that sits idle: blocks other threads freed into its spans come home, and spans
  * left empty go back to the pool (_hak_heap_reclaim_all, before mapping new memory and
  * from the purge thread). */
-#include <sched.h>
 #include "check.h"
 #include "counters.h"
 #include "diag.h"
@@ -270,8 +269,10 @@ static hak_heap_t *shared_heap_get(void) {
     return h;
 }
 
+static void thread_exit(void *heap);
+
 /* The thread's own heap, made on its first refill (hakmem is initialised by then). NULL:
- * no memory, or the thread is past its exit. */
+ * no memory, or the thread is past its exit (thread_done), or now counts as one. */
 static hak_heap_t *thread_init(void) {
     if (thread_done) return NULL;
     hak_heap_t *h = heap_new();
@@ -280,11 +281,18 @@ static hak_heap_t *thread_init(void) {
      * heap outlives its thread, and a later thread may get the same thread pointer. */
     bool keyed = atomic_load_explicit(&thread_key_ok, memory_order_acquire);
     h->key = keyed ? hak_thread_key() : HAK_REMOTE_OWNER;
-    /* Publish before pthread_setspecific: it may call calloc, which then finds this heap. */
-    _hak_thread_heap = h;
-    if (keyed) pthread_setspecific(thread_key, h);
     HAK_STAT_ADD(threads_total, 1);
     atomic_fetch_add_explicit(&threads_live, 1, memory_order_relaxed);
+    /* Publish before pthread_setspecific: it may call calloc, which then finds this heap. */
+    _hak_thread_heap = h;
+    if (keyed && pthread_setspecific(thread_key, h) != 0) {
+        /* (ENOMEM: a key past glibc's first 32 needs memory) No destructor would end this
+         * heap, and a later thread may get this one's key: it goes back now, with what the
+         * calloc above took, and the thread is served as one past its exit (the shared
+         * heap; its frees go home remotely). */
+        thread_exit(h);
+        return NULL;
+    }
     return h;
 }
 
@@ -293,7 +301,6 @@ hak_heap_t *_hak_heap_thread(void) {
     return h != &_hak_empty_heap ? h : thread_init();
 }
 
-static void thread_exit(void *heap);
 static void after_fork_child(void);
 
 /* At start-up, once the allocator core works (pthread_key_create may allocate). */
@@ -907,7 +914,7 @@ static void unpark_full(hak_span_t *s, bool wait) {
         if (st == HAK_RS_FULL) {
             if (_hak_span_try_unmark_full(s)) return;
         } else if (st == HAK_RS_NOTIFYING && wait) {
-            sched_yield();
+            _hak_span_wait_notifier(s);       /* sleeps: the notifier may be descheduled */
         } else {
             if (st == HAK_RS_NOTIFYING)   /* fork child: the notifier no longer exists */
                 atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK, memory_order_release);

@@ -380,6 +380,12 @@ void _hak_os_wake(_Atomic int *word) {
     errno = saved;
 }
 
+void _hak_os_wake_all(_Atomic int *word) {
+    int saved = errno;
+    syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+    errno = saved;
+}
+
 uint64_t _hak_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

@@ -25,6 +25,7 @@ size_t _hak_os_resident(size_t *peak);       /* the process's resident bytes, an
 /* Sleeps while *word == value, until woken, or for at most ms milliseconds (ms < 0: no limit). */
 void _hak_os_wait(_Atomic int *word, int value, long ms);
 void _hak_os_wake(_Atomic int *word);              /* wakes one sleeper */
+void _hak_os_wake_all(_Atomic int *word);
 uint64_t _hak_now_ms(void);
 
 /* What fork needs of the C library (init.c): whether the process has only ever had one

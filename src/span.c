@@ -369,10 +369,37 @@ static SLOW_PATH void remote_noheap_count(unsigned cls) {
     HAK_STAT_ADD(remote_frees_noheap[cls], 1);
 }
 
+/* An owner that exits while one of its spans is NOTIFYING sleeps until the notifier is
+ * done (the notifier may be descheduled, or stopped, for any time): it counts itself in
+ * notify_waiters, and a notifier that sees a waiter bumps notify_seq and wakes every
+ * sleeper on it. Both sides' steps are sequentially consistent, so either the waiter sees
+ * the state cleared or the notifier sees the waiter (and the waiter's futex sees the bump). */
+static _Atomic uint32_t notify_waiters;
+static _Atomic int notify_seq;
+
+void _hak_span_wait_notifier(hak_span_t *s) {
+    atomic_fetch_add(&notify_waiters, 1);
+    for (;;) {
+        int seq = atomic_load(&notify_seq);
+        if ((atomic_load(&s->remote) & HAK_RS_MASK) != HAK_RS_NOTIFYING) break;
+        _hak_os_wait(&notify_seq, seq, -1);
+    }
+    atomic_fetch_sub(&notify_waiters, 1);
+}
+
+/* The hand-over's end: the state back to NORMAL, and a waiting owner woken. */
+void _hak_span_notify_done(hak_span_t *s) {
+    atomic_fetch_and(&s->remote, ~(uintptr_t)HAK_RS_MASK);
+    if (atomic_load(&notify_waiters) != 0) {
+        atomic_fetch_add(&notify_seq, 1);
+        _hak_os_wake_all(&notify_seq);
+    }
+}
+
 /* We moved the span out of FULL: tell the owner, who waits for us before exiting. */
 static SLOW_PATH void remote_notify(hak_span_t *s) {
     _hak_span_notify_push(&relaxed_load(&s->owner)->notified, s);
-    atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK, memory_order_release);
+    _hak_span_notify_done(s);
 }
 
 /* Release: the block's contents and link are published with it. Acquire: reading FULL

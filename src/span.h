@@ -64,6 +64,9 @@ bool _hak_span_try_unmark_full(hak_span_t *s);
 size_t _hak_span_purge_pages(hak_span_t *s);
 /* Pushes s onto a heap's stack of notified spans (lock-free; the owner drains it). */
 void _hak_span_notify_push(_Atomic(hak_span_t *) *stack, hak_span_t *s);
+/* s is NOTIFYING: sleeps until its notifier is done (an exiting owner). */
+void _hak_span_wait_notifier(hak_span_t *s);
+void _hak_span_notify_done(hak_span_t *s);       /* the notifier's last step */
 
 #if HAKMEM_DEBUG > 0
 /* A block leaves hakmem (it must have been free) or comes back (it must have been live). */

@@ -146,8 +146,10 @@ $(API_PROGS): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS) include/hakmem.h $(BUILD)/
 	$(CC) $(API_CFLAGS) -o $@ $< $(BUILD)/libhakmem_api.a -lpthread
 
 # The lead's unit tests, built one by one by tests/test_unit.py.
+# A unit test's own link flags, where it needs them: UNIT_LDFLAGS_<name>.
+UNIT_LDFLAGS_unit_thread_key := -Wl,--wrap=pthread_setspecific
 $(TEST_BUILD)/unit/%: tests/unit/%.c $(TEST_HDRS) $(BUILD)/libhakmem_api.a $(wildcard src/*.h) | $(TEST_BUILD)/unit
-	$(CC) $(UNIT_CFLAGS) -o $@ $< $(BUILD)/libhakmem_api.a -lpthread
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(BUILD)/libhakmem_api.a -lpthread $(UNIT_LDFLAGS_$*)
 
 # The deliberately broken allocator the self-checks run the tests against.
 $(TEST_BUILD)/badalloc.so: tests/helpers/badalloc.c | $(TEST_BUILD)
