@@ -67,9 +67,16 @@ SLOW_PATH void _hak_report(const char *func, int problem, const void *p, size_t 
         n = put_str(buf, n, cap, " bytes)");
     }
     n = put_str(buf, n, cap, _hak_opt.on_error_warn ? "; ignored\n" : "; aborting\n");
-    if (write(2, buf, n) < 0) { /* nothing more we can do */ }
+    _hak_say(buf, n);
     if (!_hak_opt.on_error_warn) abort();     /* in_report stays set: the crash report sees it */
     in_report = 0;
+}
+
+bool _hak_say(const char *buf, size_t n) {
+    int saved = errno;
+    bool ok = write(2, buf, n) == (ssize_t)n;
+    errno = saved;
+    return ok;
 }
 
 void _hak_assert_fail(const char *expr, const char *file, int line) {

@@ -18,6 +18,9 @@ void _hak_assert_fail(const char *expr, const char *file, int line);
 /* "hakmem: WHAT; aborting" on stderr, then abort, whatever HAKMEM_ON_ERROR says: for a
  * contract hakmem cannot keep (C++'s operator new with no C++ runtime to throw through). */
 SLOW_PATH _Noreturn void _hak_fatal(const char *what);
+/* n bytes to stderr, errno as it was (a report under warn, a warning at start-up: the call
+ * that made them still succeeds); false if they could not be written. */
+bool _hak_say(const char *buf, size_t n);
 
 /* Writes v in decimal (negative with a '-') into buf[0..cap), without a terminator;
  * returns the number of characters written. */

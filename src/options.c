@@ -87,7 +87,7 @@ static void warn_bad(const option_t *o, const char *value) {
     size_t n = 0;
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
         for (const char *s = parts[i]; *s && n < sizeof buf - 1; s++) buf[n++] = *s;
-    if (write(2, buf, n) < 0) { /* nothing to do */ }
+    _hak_say(buf, n);
 }
 
 /* The value of text v for option o, or false. */
@@ -221,6 +221,6 @@ void _hak_options_verbose(void) {
         size_t n = 0;
         for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
             for (const char *s = parts[k]; *s && n < sizeof line - 1; s++) line[n++] = *s;
-        if (write(2, line, n) < 0) return;
+        if (!_hak_say(line, n)) return;
     }
 }

@@ -1,7 +1,11 @@
 /* os.c — every request to the kernel for memory goes through here.
  *
  * Every function leaves errno as it found it: a caller learns of a failure from the return
- * value, and only the malloc API, once it has tried everything (policy.c), reports ENOMEM.
+ * value, and only the malloc API, once it has tried everything (policy.c), reports ENOMEM
+ * (POSIX: a successful free, or any call that succeeds, keeps the program's errno). The
+ * system calls themselves go through one layer of wrappers below (sys_*), each of which
+ * saves and restores errno, so that no function here can forget to: a madvise refused
+ * where the kernel has no transparent huge pages or no MADV_FREE, a munmap that fails.
  *
  * Regions are mapped aligned (superslabs and huge blocks both sit on 2 MiB boundaries so
  * that the registry maps whole chunks). A first try asks for the spot just below the last
@@ -15,15 +19,80 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include "os.h"
 
 static _Atomic uintptr_t next_hint;   /* where the next aligned mapping probably fits */
 
+/* ---- the system calls, each leaving errno as it found it --------------------------------
+ * Failure shows in the result only (*err, where a caller needs the reason). */
+static void *sys_mmap(void *addr, size_t len, int prot, int flags) {
+    int saved = errno;
+    void *p = mmap(addr, len, prot, flags, -1, 0);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}
+static bool sys_munmap(void *p, size_t len) {
+    int saved = errno;
+    bool ok = munmap(p, len) == 0;
+    errno = saved;
+    return ok;
+}
+static bool sys_madvise(void *p, size_t len, int advice) {
+    int saved = errno;
+    bool ok = madvise(p, len, advice) == 0;
+    errno = saved;
+    return ok;
+}
+static bool sys_mprotect(void *p, size_t len, int prot) {
+    int saved = errno;
+    bool ok = mprotect(p, len, prot) == 0;
+    errno = saved;
+    return ok;
+}
+static void *sys_mremap(void *old, size_t oldlen, size_t newlen, int flags, void *to) {
+    int saved = errno;
+    void *p = mremap(old, oldlen, newlen, flags, to);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}
+static ssize_t sys_read_self(void *to, const void *from, size_t len, int *err) {
+    int saved = errno;
+    struct iovec local = { to, len }, remote = { (void *)from, len };
+    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    *err = got < 0 ? errno : 0;
+    errno = saved;
+    return got;
+}
+/* The start of a small file (/proc, /sys), NUL-terminated; false if it cannot be read. */
+static bool sys_read_file(const char *path, char *buf, size_t size) {
+    int saved = errno;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, size - 1);
+    if (fd >= 0) close(fd);
+    errno = saved;
+    if (n <= 0) return false;
+    buf[n] = 0;
+    return true;
+}
+static bool sys_as_limited(void) {
+    int saved = errno;
+    struct rlimit r;
+    bool limited = getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
+    errno = saved;
+    return limited;
+}
+static void sys_futex(_Atomic int *word, int op, int value, const struct timespec *timeout) {
+    int saved = errno;
+    syscall(SYS_futex, (int *)word, op, value, timeout, NULL, 0);
+    errno = saved;
+}
+
 /* HAKMEM_THP=never|always: ask against or for huge pages on every mapping (auto: see
  * _hak_os_thp_cover). */
 static void *thp_advise(void *p, size_t size) {
-    if (_hak_opt.thp == 1) madvise(p, size, MADV_NOHUGEPAGE);
-    else if (_hak_opt.thp == 2) madvise(p, size, MADV_HUGEPAGE);
+    if (_hak_opt.thp == 1) sys_madvise(p, size, MADV_NOHUGEPAGE);
+    else if (_hak_opt.thp == 2) sys_madvise(p, size, MADV_HUGEPAGE);
     return p;
 }
 
@@ -31,8 +100,7 @@ static void *thp_advise(void *p, size_t size) {
  * than RAM and swap together, as it does glibc's, so malloc of such a size fails with
  * ENOMEM instead of handing out memory whose first touch the OOM killer answers. */
 static void *map_at(void *hint, size_t size) {
-    void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    return sys_mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 }
 
 /* Whether [p, p + size) lies below the registry's limit. */
@@ -43,22 +111,20 @@ static bool below_limit(const void *p, size_t size) {
 /* Of a mapping of size + align bytes at raw, the size bytes at p (raw aligned up) stay;
  * the rest is unmapped. */
 static void trim_aligned(char *raw, char *p, size_t size, size_t align) {
-    if (p > raw) munmap(raw, (size_t)(p - raw));
+    if (p > raw) sys_munmap(raw, (size_t)(p - raw));
     size_t tail = (size_t)(raw + size + align - (p + size));
-    if (tail) munmap(p + size, tail);
+    if (tail) sys_munmap(p + size, tail);
 }
 
 void *_hak_os_map_aligned(size_t size, size_t align) {
     uintptr_t hint = relaxed_load(&next_hint);
-    int saved = errno;                     /* a successful call leaves errno alone */
     if (hint > size && align <= HAK_SS_SIZE) {
         void *p = map_at((void *)(hint - size), size);
-        errno = saved;
         if (p != NULL && ((uintptr_t)p & (align - 1)) == 0 && below_limit(p, size)) {
             relaxed_store(&next_hint, (uintptr_t)p);
             return thp_advise(p, size);
         }
-        if (p != NULL) munmap(p, size);
+        if (p != NULL) sys_munmap(p, size);
     }
     if (size + align < size || size + align > HAK_CHUNK_LIMIT) return NULL;
     /* Over-map and trim: where the kernel likes, and if that ends above the limit (no kernel
@@ -70,34 +136,30 @@ void *_hak_os_map_aligned(size_t size, size_t align) {
         if (raw == NULL) break;
         char *p = (char *)hak_align_up((uintptr_t)raw, align);
         if (!below_limit(p, size)) {
-            munmap(raw, size + align);
+            sys_munmap(raw, size + align);
             continue;
         }
         trim_aligned(raw, p, size, align);
         relaxed_store(&next_hint, (uintptr_t)p);
         return thp_advise(p, size);
     }
-    errno = saved;
     return NULL;
 }
 
 void _hak_os_unmap(void *p, size_t size) {
-    munmap(p, size);
+    sys_munmap(p, size);
 }
 
 /* Address space alone (the superslab arena's): PROT_NONE, so the kernel neither accounts
  * it nor backs it with memory. Aligned to align and below the registry's limit; NULL if
  * refused (RLIMIT_AS, or no room). */
 void *_hak_os_reserve(size_t size, size_t align) {
-    int saved = errno;
     if (size + align < size || size + align > HAK_CHUNK_LIMIT) return NULL;
-    char *raw = mmap(NULL, size + align, PROT_NONE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    errno = saved;
-    if (raw == MAP_FAILED) return NULL;
+    char *raw = sys_mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    if (raw == NULL) return NULL;
     char *p = (char *)hak_align_up((uintptr_t)raw, align);
     if (!below_limit(p, size)) {
-        munmap(raw, size + align);
+        sys_munmap(raw, size + align);
         return NULL;
     }
     trim_aligned(raw, p, size, align);
@@ -106,21 +168,13 @@ void *_hak_os_reserve(size_t size, size_t align) {
 
 /* Whether the process's address space is limited (RLIMIT_AS): a reservation would then
  * spend what the program's own mappings may need. */
-bool _hak_os_space_limited(void) {
-    struct rlimit r;
-    int saved = errno;
-    bool limited = getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
-    errno = saved;
-    return limited;
-}
+bool _hak_os_space_limited(void) { return sys_as_limited(); }
 
 /* Part of a reservation becomes fresh zeroed read-write memory, accounted as any mapping
  * is (so the overcommit heuristic applies), advised as HAKMEM_THP says. */
 bool _hak_os_commit(void *p, size_t size) {
-    int saved = errno;
-    void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    errno = saved;
-    if (q == MAP_FAILED) return false;
+    if (sys_mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED) == NULL)
+        return false;
     thp_advise(p, size);
     return true;
 }
@@ -128,28 +182,22 @@ bool _hak_os_commit(void *p, size_t size) {
 /* The same, keeping what the pages hold (the arena's slot table: a page may be committed
  * already, with live slots in it). */
 bool _hak_os_commit_keep(void *p, size_t size) {
-    int saved = errno;
-    bool ok = mprotect(p, size, PROT_READ | PROT_WRITE) == 0;
-    errno = saved;
-    return ok;
+    return sys_mprotect(p, size, PROT_READ | PROT_WRITE);
 }
 
 /* Committed memory goes back to being reserved: its pages are freed, its accounting
  * dropped, and the address space stays the reservation's. */
 bool _hak_os_decommit(void *p, size_t size) {
-    int saved = errno;
-    void *q = mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-    errno = saved;
-    return q != MAP_FAILED;
+    return sys_mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE) != NULL;
 }
 
 /* Returns whether the range now reads as zero: MADV_DONTNEED guarantees it; MADV_FREE
  * (lazy: the kernel takes the pages only under memory pressure) does not. */
 bool _hak_os_purge(void *p, size_t size) {
 #ifdef MADV_FREE
-    if (!_hak_opt.purge_dontneed && madvise(p, size, MADV_FREE) == 0) return false;
+    if (!_hak_opt.purge_dontneed && sys_madvise(p, size, MADV_FREE)) return false;
 #endif
-    madvise(p, size, MADV_DONTNEED);
+    sys_madvise(p, size, MADV_DONTNEED);
     return true;
 }
 
@@ -162,13 +210,9 @@ bool _hak_os_purge(void *p, size_t size) {
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split) {
     if (!below_limit(old, newlen)) return false;   /* would grow past the registry's limit */
     if (split >= oldlen) split = 0;
-    int saved = errno;
-    bool ok = mremap((char *)old + split, oldlen - split, newlen - split, 0) != MAP_FAILED;
-    errno = saved;                         /* failing here is not an error of the call */
-    return ok;
+    return sys_mremap((char *)old + split, oldlen - split, newlen - split, 0, NULL) != NULL;
 }
 
-#include <sys/uio.h>                       /* process_vm_readv */
 #ifndef MREMAP_DONTUNMAP
 #define MREMAP_DONTUNMAP 4                 /* Linux 5.7 */
 #endif
@@ -193,15 +237,13 @@ static _Atomic uint64_t reserve_seq;
 static bool dontunmap_supported(void) {
     int known = relaxed_load(&dontunmap);
     if (known != 0) return known > 0;
-    int saved = errno;
     void *p = map_at(NULL, HAK_PAGE);
-    if (p == NULL) { errno = saved; return false; }     /* ask again next time */
-    void *q = mremap(p, HAK_PAGE, HAK_PAGE, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, (void *)NULL);
-    if (q != MAP_FAILED) munmap(q, HAK_PAGE);
-    munmap(p, HAK_PAGE);
-    errno = saved;
-    relaxed_store(&dontunmap, q != MAP_FAILED ? 1 : -1);
-    return q != MAP_FAILED;
+    if (p == NULL) return false;                        /* ask again next time */
+    void *q = sys_mremap(p, HAK_PAGE, HAK_PAGE, MREMAP_MAYMOVE | MREMAP_DONTUNMAP, NULL);
+    if (q != NULL) sys_munmap(q, HAK_PAGE);
+    sys_munmap(p, HAK_PAGE);
+    relaxed_store(&dontunmap, q != NULL ? 1 : -1);
+    return q != NULL;
 }
 
 /* The mark written at the start of a stretch of the reservation that an MREMAP_FIXED will
@@ -228,20 +270,20 @@ static void mark(char *t, uint64_t seq) {
  *     off, so it happens once at most. */
 static void give_back_target(char *t, size_t len, uint64_t seq) {
     uint64_t m[2] = { 0, 0 };
-    struct iovec local = { m, sizeof m }, remote = { t, sizeof m };
-    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    int err;
+    ssize_t got = sys_read_self(m, t, sizeof m, &err);
     if (got == (ssize_t)sizeof m && m[0] == (HAK_RESERVE_MAGIC ^ (uintptr_t)t) && m[1] == seq) {
-        munmap(t, len);
+        sys_munmap(t, len);
         return;
     }
-    bool known = got == (ssize_t)sizeof m || errno == EFAULT;
-    void *p = mmap(t, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
-                   MAP_FIXED_NOREPLACE, -1, 0);
+    bool known = got == (ssize_t)sizeof m || err == EFAULT;
+    void *p = sys_mmap(t, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+                       MAP_FIXED_NOREPLACE);
     if (p == (void *)t) {                  /* a hole, and ours again */
-        munmap(t, len);
+        sys_munmap(t, len);
         return;
     }
-    if (p != MAP_FAILED) munmap(p, len);   /* a kernel before 4.17: mapped elsewhere */
+    if (p != NULL) sys_munmap(p, len);     /* a kernel before 4.17: mapped elsewhere */
     if (!known) relaxed_store(&moves_off, 1);
 }
 
@@ -260,35 +302,30 @@ static void give_back_target(char *t, size_t len, uint64_t seq) {
  * Without MREMAP_DONTUNMAP a mapping with a head is not moved (the caller copies). */
 bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out) {
     char *o = old, *dst = *out;
-    int saved = errno;
     if (split >= oldlen) split = 0;        /* one VMA */
     if (relaxed_load(&moves_off) || (split && !dontunmap_supported())) {
-        munmap(dst, newlen);
-        errno = saved;
+        sys_munmap(dst, newlen);
         return false;
     }
     uint64_t seq = atomic_fetch_add_explicit(&reserve_seq, 1, memory_order_relaxed) + 1;
     if (split) mark(dst, seq);
     mark(dst + split, seq);
-    if (split && mremap(o, split, split, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
-                        dst) == MAP_FAILED) {
-        munmap(dst + split, newlen - split);   /* not a target: still ours */
+    if (split && sys_mremap(o, split, split, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+                            dst) == NULL) {
+        sys_munmap(dst + split, newlen - split);   /* not a target: still ours */
         give_back_target(dst, split, seq);
-        errno = saved;
         return false;
     }
-    if (mremap(o + split, oldlen - split, newlen - split, MREMAP_MAYMOVE | MREMAP_FIXED,
-               dst + split) == MAP_FAILED) {
+    if (sys_mremap(o + split, oldlen - split, newlen - split, MREMAP_MAYMOVE | MREMAP_FIXED,
+                   dst + split) == NULL) {
         give_back_target(dst + split, newlen - split, seq);
         if (split) {
             memcpy(o, dst, split);         /* the old head range is still mapped, ours */
-            munmap(dst, split);
+            sys_munmap(dst, split);
         }
-        errno = saved;
         return false;
     }
-    if (split) munmap(o, split);           /* emptied by MREMAP_DONTUNMAP */
-    errno = saved;
+    if (split) sys_munmap(o, split);       /* emptied by MREMAP_DONTUNMAP */
     return true;
 }
 
@@ -311,11 +348,7 @@ static bool host_reclaims_free_memory(void) {
         if (i >= 10) *p++ = (char)('0' + i / 10);
         *p++ = (char)('0' + i % 10);
         memcpy(p, "/features", sizeof "/features");
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        ssize_t n = read(fd, feat, sizeof feat);
-        close(fd);
-        yes = n >= 6 && feat[5] == '1';
+        yes = sys_read_file(path, feat, sizeof feat) && strlen(feat) >= 6 && feat[5] == '1';
     }
     relaxed_store(&known, yes ? 2 : 1);
     return yes;
@@ -329,28 +362,20 @@ static bool host_reclaims_free_memory(void) {
 void _hak_os_thp_cover(void *base, size_t used, size_t *done) {
     size_t len = used & ~HAK_SS_MASK;
     if (_hak_opt.thp != 0 || len <= *done || host_reclaims_free_memory()) return;
-    madvise((char *)base + *done, len - *done, MADV_HUGEPAGE);
+    sys_madvise((char *)base + *done, len - *done, MADV_HUGEPAGE);
     *done = len;
 }
 
 /* Metadata (heap structs, registry leaves): anywhere, zeroed, never purged. */
 void *_hak_os_map(size_t size) {
-    int saved = errno;
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    errno = saved;
-    return p == MAP_FAILED ? NULL : p;
+    return sys_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 }
 
 /* The number after `key` in a /proc file (the first field's end when key is NULL), read
  * without stdio or malloc. */
 static size_t proc_number(const char *path, const char *key) {
     char buf[4096];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
+    if (!sys_read_file(path, buf, sizeof buf)) return 0;
     const char *p = key ? strstr(buf, key) : buf;
     if (p == NULL) return 0;
     if (key) p += strlen(key);
@@ -368,23 +393,12 @@ size_t _hak_os_resident(size_t *peak) {
 
 /* Park and wake for hakmem's own thread: a futex on a private word. */
 void _hak_os_wait(_Atomic int *word, int value, long ms) {
-    int saved = errno;
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };     /* relative */
-    syscall(SYS_futex, (int *)word, FUTEX_WAIT_PRIVATE, value, ms < 0 ? NULL : &ts, NULL, 0);
-    errno = saved;
+    sys_futex(word, FUTEX_WAIT_PRIVATE, value, ms < 0 ? NULL : &ts);
 }
 
-void _hak_os_wake(_Atomic int *word) {
-    int saved = errno;
-    syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-    errno = saved;
-}
-
-void _hak_os_wake_all(_Atomic int *word) {
-    int saved = errno;
-    syscall(SYS_futex, (int *)word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-    errno = saved;
-}
+void _hak_os_wake(_Atomic int *word) { sys_futex(word, FUTEX_WAKE_PRIVATE, 1, NULL); }
+void _hak_os_wake_all(_Atomic int *word) { sys_futex(word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL); }
 
 uint64_t _hak_now_ms(void) {
     struct timespec ts;

@@ -27,6 +27,30 @@ def test_first_call_is_not_malloc(mode, variant):
     run_program("first_call", [mode], variant=variant, timeout=60)
 
 
+ERRNO_FIRSTS = ["malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
+                "aligned_alloc", "memalign", "valloc", "pvalloc", "free", "malloc_usable_size",
+                "malloc_trim"]
+ERRNO_OPTIONS = {"default": {}, "purge_free": {"HAKMEM_PURGE": "free"},
+                 "thp_always": {"HAKMEM_THP": "always"},
+                 # the kernel refuses MADV_FREE and the huge-page advice (seccomp), as one
+                 # without them does: EINVAL must not reach the program's errno
+                 "advice_refused": {"HAKMEM_THP": "always", "HAKMEM_PURGE": "free",
+                                    "ERRNO_KEPT_REFUSE_ADVICE": "1"}}
+
+
+@pytest.mark.parametrize("variant", VARIANTS_FULL)
+@pytest.mark.parametrize("opts", sorted(ERRNO_OPTIONS))
+def test_errno_kept(opts, variant):
+    # every function, every tier, first time and later; then each function as the
+    # process's very first call
+    r = run_program("errno_kept", variant=variant, env=ERRNO_OPTIONS[opts], timeout=60)
+    assert_checks_passed(r, "errno_kept")
+    for first in ERRNO_FIRSTS:
+        env = dict(ERRNO_OPTIONS[opts], ERRNO_KEPT_FIRST=first)
+        r = run_program("errno_kept", variant=variant, env=env, timeout=60)
+        assert_checks_passed(r, "errno_kept")
+
+
 @pytest.mark.parametrize("variant", VARIANTS_FULL)
 def test_malloc_in_constructors_and_destructors(variant):
     r = run_program("ctor_malloc", variant=variant, timeout=60)
