@@ -5,8 +5,17 @@
 
 hak_gstats_t _hak_gstats;
 
+static void raise_peak(_Atomic uint64_t *peak, uint64_t now) {
+    uint64_t p = relaxed_load(peak);
+    while (now > p && !atomic_compare_exchange_weak(peak, &p, now)) {}
+}
+
 void _hak_counters_note_mapped(void) {
-    uint64_t now = relaxed_load(&_hak_gstats.ss_mapped) + relaxed_load(&_hak_gstats.huge_mapped);
-    uint64_t peak = relaxed_load(&_hak_gstats.mapped_peak);
-    while (now > peak && !atomic_compare_exchange_weak(&_hak_gstats.mapped_peak, &peak, now)) {}
+    uint64_t huge = relaxed_load(&_hak_gstats.huge_mapped);
+    raise_peak(&_hak_gstats.mapped_peak, relaxed_load(&_hak_gstats.ss_mapped) + huge);
+    raise_peak(&_hak_gstats.huge_mapped_peak, huge);
+}
+
+void _hak_counters_note_huge(void) {
+    raise_peak(&_hak_gstats.huge_peak, relaxed_load(&_hak_gstats.huge_live));
 }

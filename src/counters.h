@@ -11,6 +11,7 @@ typedef struct hak_gstats_s {
     _Atomic uint64_t ss_mapped, clean_bytes;           /* superslab bytes; free and zero */
     _Atomic uint64_t purged_total;
     _Atomic uint64_t huge_allocs, huge_frees, huge_live, huge_mapped, huge_purged;
+    _Atomic uint64_t huge_peak, huge_mapped_peak;      /* the most huge_live, huge_mapped */
     _Atomic uint64_t bigcache_hits, bigcache_misses;
     _Atomic uint64_t mapped_peak;
     _Atomic uint64_t threads_total;
@@ -30,6 +31,7 @@ extern hak_gstats_t _hak_gstats;
 /* A counter only one lock's holder writes: a plain add, no locked instruction. */
 #define HAK_STAT_ADD_LOCKED(field, v) \
     relaxed_store(&_hak_gstats.field, relaxed_load(&_hak_gstats.field) + (v))
-void _hak_counters_note_mapped(void);     /* after mapping more: update the peak */
+void _hak_counters_note_mapped(void);     /* after mapping more: update the peaks */
+void _hak_counters_note_huge(void);       /* after huge_live grew: update its peak */
 
 #endif

@@ -279,6 +279,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     unmap_tail(tail, tail_len);
     HAK_STAT_ADD(huge_allocs, 1);
     HAK_STAT_ADD(huge_live, 1);
+    _hak_counters_note_huge();
     if (grow != NULL) {
         h = cache_grow(grow, maplen);
         if (h != NULL) HAK_STAT_ADD(bigcache_misses, 1);         /* fresh memory: in part */
@@ -483,6 +484,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
             memcpy(q, p, keep);
             HAK_STAT_ADD(huge_allocs, 1);       /* the old block is counted as freed */
             HAK_STAT_ADD(huge_live, 1);
+            _hak_counters_note_huge();
             _hak_huge_free(h, p);
             errno = saved;
             return q;

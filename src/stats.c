@@ -43,6 +43,8 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
     out->huge_allocs = relaxed_load(&_hak_gstats.huge_allocs);
     out->huge_frees = relaxed_load(&_hak_gstats.huge_frees);
     out->huge_live = relaxed_load(&_hak_gstats.huge_live);
+    out->huge_peak = relaxed_load(&_hak_gstats.huge_peak);
+    out->huge_mapped_peak = relaxed_load(&_hak_gstats.huge_mapped_peak);
     out->bigcache_hits = relaxed_load(&_hak_gstats.bigcache_hits);
     out->bigcache_misses = relaxed_load(&_hak_gstats.bigcache_misses);
     out->superslabs_live = relaxed_load(&_hak_gstats.superslabs_live);
@@ -74,6 +76,8 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
 HAK_EXPORT void hak_stats_print(FILE *out) {
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);      /* (see malloc_stats) */
     hak_stats_t st;
     hak_stats_get(&st);
     fprintf(out, "hakmem statistics (pid %d)\n", (int)getpid());
@@ -115,6 +119,7 @@ HAK_EXPORT void hak_stats_print(FILE *out) {
     for (; hak_learned_get(i, &name, &value, &changes) == 0; i++)
         fprintf(out, "%s %s %ld (%llu change%s)", i ? "," : "", name, value, changes, changes == 1 ? "" : "s");
     fputs(i ? "\n" : " none\n", out);
+    pthread_setcancelstate(old, NULL);
 }
 
 /* HAKMEM_STATS=1: the table at exit. A destructor rather than atexit, so it also runs when
@@ -178,10 +183,30 @@ struct mallinfo _hak_mallinfo(void) {        /* the old int-sized form, saturate
     return m;
 }
 
-void _hak_malloc_stats(void) { hak_stats_print(stderr); }
+/* glibc's malloc_stats and malloc_info write with cancellation off (their writes are
+ * cancellation points): a thread with a cancellation request pending gets the whole report
+ * and is cancelled at its next cancellation point, not in the middle of the report. */
+
+/* glibc's lines first (hakmem as its one arena), for the tools that parse them, then
+ * hakmem's own table. */
+void _hak_malloc_stats(void) {
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    hak_stats_t st;
+    hak_stats_get(&st);
+    size_t system = st.mapped, in_use = st.in_use + st.huge_in_use;
+    fprintf(stderr, "Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n", system, in_use);
+    fprintf(stderr, "Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+                    "max mmap regions = %10llu\nmax mmap bytes   = %10zu\n",
+            system, in_use, st.huge_peak, st.huge_mapped_peak);
+    hak_stats_print(stderr);
+    pthread_setcancelstate(old, NULL);
+}
 
 int _hak_malloc_info(int options, FILE *fp) {
     if (options != 0 || fp == NULL) { errno = EINVAL; return -1; }
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     hak_stats_t st;
     hak_stats_get(&st);
     fprintf(fp, "<malloc version=\"hakmem-%s\">\n", HAKMEM_VERSION);
@@ -203,5 +228,6 @@ int _hak_malloc_info(int options, FILE *fp) {
             (unsigned long long)relaxed_load(&_hak_gstats.pool_visits),
             (unsigned long long)relaxed_load(&_hak_gstats.pool_purge_visits),
             (unsigned long long)relaxed_load(&_hak_gstats.pool_waits), st.superslabs_live);
+    pthread_setcancelstate(old, NULL);
     return 0;
 }

@@ -52,6 +52,30 @@ def test_errno_kept(opts, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS_FULL)
+def test_malloc_stats_under_pending_cancel(variant):
+    # A thread with a cancellation request pending: malloc_stats and malloc_info write their
+    # whole reports and return; malloc_stats starts with glibc's summary lines.
+    r = run_program("stats_cancel", variant=variant, timeout=60)
+    assert_checks_passed(r, "stats_cancel")
+    err = r.stderr
+    want = ["Arena 0:", "Total (incl. mmap):", "system bytes", "in use bytes",
+            "max mmap regions", "max mmap bytes"]
+    for line in want:
+        assert line in err, "malloc_stats wrote no %r line:\n%s" % (line, err[:2000])
+    total = err.index("Total (incl. mmap):")
+    nums = {}
+    for line in err[total:].splitlines()[1:5]:
+        name, _, value = line.partition("=")
+        assert value.strip().isdigit(), "not glibc's form: %r" % line
+        nums[name.strip()] = int(value)
+    assert set(nums) == {"system bytes", "in use bytes", "max mmap regions", "max mmap bytes"}
+    assert nums["max mmap regions"] >= 1 and nums["max mmap bytes"] >= 3 << 20, nums
+    assert nums["system bytes"] >= nums["in use bytes"] >= 3 << 20, nums
+    if not SYSTEM_MODE:
+        assert err.index("hakmem statistics") > total, "hakmem's table came before glibc's lines"
+
+
+@pytest.mark.parametrize("variant", VARIANTS_FULL)
 def test_malloc_in_constructors_and_destructors(variant):
     r = run_program("ctor_malloc", variant=variant, timeout=60)
     assert "ctor_malloc: destructor done" in r.stderr, "the destructor did not finish"
