@@ -102,7 +102,8 @@ $(SAN_DIR)/$(1)/huge_realloc_mt: tests/stress/huge_realloc_mt.c $(SAN_DIR)/$(1)/
 	$$(SAN_CC) $(SAN_BASE) $(SAN_$(1)) -include tests/helpers/hak_names.h $$< \
 	    $(SAN_DIR)/$(1)/hakmem.o -o $$@
 $(SAN_DIR)/$(1)/unit_%: tests/unit/unit_%.c $(SAN_DIR)/$(1)/hakmem.o $(wildcard tests/unit/*.h)
-	$$(SAN_CC) $(SAN_BASE) $(SAN_$(1)) $$< $(SAN_DIR)/$(1)/hakmem.o -o $$@
+	$$(SAN_CC) $(SAN_BASE) $(SAN_$(1)) $$< $(SAN_DIR)/$(1)/hakmem.o -o $$@ \
+	    $$(UNIT_LDFLAGS_unit_$$*)
 san-build-$(1): $(SAN_DIR)/$(1)/stress_long $(SAN_DIR)/$(1)/calloc_churn \
     $(SAN_DIR)/$(1)/huge_realloc_mt $(addprefix $(SAN_DIR)/$(1)/,$(SAN_UNITS))
 $(1): san-build-$(1)

@@ -62,4 +62,6 @@ bool _hak_arena_give(void *ss);
 /* Superslabs in the arena now, and the bytes it reserves (0: none). */
 size_t _hak_arena_superslabs(size_t *reserved);
 
+pthread_mutex_t *_hak_arena_fork(hak_fork_phase_t phase);   /* its lock (init.c) */
+
 #endif

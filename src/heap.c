@@ -204,20 +204,27 @@ static void set_cap(hak_heap_t *h, hak_tcache_t *tc, uint32_t cap) {
     tc->cap = cap;
 }
 
+enum { META_CHUNK = 256 * 1024 };
+
 static hak_heap_t *heap_new(void) {
+    size_t sz = hak_align_up(sizeof(hak_heap_t), 64);
+    char *fresh = NULL;                    /* a chunk for heap structs, mapped unlocked */
     hak_lock(&heaps_lock);
+    while (heaps_free == NULL && (meta_cur == NULL || (size_t)(meta_end - meta_cur) < sz)) {
+        if (fresh != NULL) {
+            meta_cur = fresh;
+            meta_end = fresh + META_CHUNK;
+            fresh = NULL;
+            break;
+        }
+        hak_unlock(&heaps_lock);           /* (threads that start wait for this lock) */
+        if ((fresh = _hak_os_map(META_CHUNK)) == NULL) return NULL;
+        hak_lock(&heaps_lock);
+    }
     hak_heap_t *h = heaps_free;
     if (h != NULL) {
         heaps_free = h->next_free;
     } else {
-        size_t sz = hak_align_up(sizeof(hak_heap_t), 64);
-        if (meta_cur == NULL || (size_t)(meta_end - meta_cur) < sz) {
-            size_t chunk = 256 * 1024;
-            void *m = _hak_os_map(chunk);
-            if (m == NULL) { hak_unlock(&heaps_lock); return NULL; }
-            meta_cur = m;
-            meta_end = meta_cur + chunk;
-        }
         h = (hak_heap_t *)meta_cur;
         meta_cur += sz;
         hak_lock_reset(&h->lock);
@@ -227,6 +234,7 @@ static hak_heap_t *heap_new(void) {
     }
     h->next_free = NULL;
     hak_unlock(&heaps_lock);
+    if (fresh != NULL) _hak_os_unmap(fresh, META_CHUNK);   /* another thread made room */
 
     /* A reclaimer may still hold a recycled heap's lock (it saw the heap live): wait */
     hak_lock(&h->lock);
@@ -1051,7 +1059,7 @@ static hak_heap_t *fork_shared;            /* the shared heap whose lock PREPARE
 
 pthread_mutex_t *_hak_heap_fork(hak_fork_phase_t phase) {
     if (phase == HAK_FORK_PREPARE) {
-        if (!hak_trylock(&make_lock)) return &make_lock;
+        if (!hak_fork_lock(&make_lock)) return &make_lock;
         fork_shared = shared_heap;
     }
     pthread_mutex_t *set[4 + ABAND_LOCKS] = {
@@ -1073,8 +1081,7 @@ static void after_fork_child(void) {
     hak_heap_t *h = _hak_thread_heap;
     atomic_store_explicit(&threads_live, h != &_hak_empty_heap, memory_order_relaxed);
     if (h == &_hak_empty_heap) return;
-    hak_lock_reset(&h->lock);
-    unpark_all(h, false);
+    unpark_all(h, false);           /* (its lock is free: no reclaimer was in a pass) */
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         hak_bin_t *bin = &h->bins[c];
         for (hak_span_t *s = bin->full, *next; s != NULL; s = next) {

@@ -60,13 +60,23 @@ static uint64_t window_start;
 static size_t recent_need[RECENT];
 static unsigned recent_next;
 
+/* Cached mappings due for purging leave the cache under the lock (cache_bytes still counts
+ * them: they are held) and are purged after the unlock, then come back: no madvise runs
+ * under huge_lock, which every huge malloc and free takes. */
+static hak_huge_t *purge_list;
+
+static void purge_list_run(hak_huge_t *list);
+
 static void huge_unlock(void) {
     size_t left = 0;
     for (hak_huge_t *h = cache; h != NULL; h = h->next)
         if (!h->purged) left += h->maplen;
     relaxed_store(&cache_unpurged, left);
     relaxed_store(&cache_seen, cache_bytes);
+    hak_huge_t *work = purge_list;
+    purge_list = NULL;
     hak_unlock(&huge_lock);
+    if (work != NULL) purge_list_run(work);
 }
 
 size_t _hak_huge_cached(void) { return relaxed_load(&cache_unpurged); }
@@ -217,18 +227,42 @@ static void unmap_tail(void *tail, size_t len) {
     _hak_os_unmap(tail, len);
 }
 
+/* Under huge_lock: the cached mappings unused for the purge delay (all: every one not
+ * purged) leave the cache for huge_unlock to purge. Returns their bytes. */
 static size_t purge_cache_locked(bool all) {
     uint32_t now = (uint32_t)_hak_now_ms();
     size_t bytes = 0;
-    for (hak_huge_t *h = cache; h != NULL; h = h->next) {
-        if (h->purged || (!all && now - h->cached_at < (uint32_t)hak_opt_live(purge_delay_ms))) continue;
+    for (hak_huge_t **pp = &cache; *pp != NULL;) {
+        hak_huge_t *h = *pp;
+        if (h->purged || (!all && now - h->cached_at < (uint32_t)hak_opt_live(purge_delay_ms))) {
+            pp = &h->next;
+            continue;
+        }
+        *pp = h->next;
+        h->next = purge_list;
+        purge_list = h;
+        bytes += h->maplen - HAK_PAGE;
+    }
+    return bytes;
+}
+
+/* huge_unlock's work: each mapping purged (its header's page kept), then back at the
+ * cache's old end, where it was (the cache is newest first). */
+static void purge_list_run(hak_huge_t *list) {
+    hak_huge_t *last = NULL;
+    for (hak_huge_t *h = list; h != NULL; h = h->next) {
         h->purged = _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE) ? 1 : 2;
         if (h->purged == 1) h->used = HAK_PAGE;          /* the header's page */
         HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
         HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);
-        bytes += h->maplen - HAK_PAGE;
+        last = h;
     }
-    return bytes;
+    hak_lock(&huge_lock);
+    hak_huge_t **end = &cache;
+    while (*end != NULL) end = &(*end)->next;
+    *end = list;
+    last->next = NULL;
+    huge_unlock();
 }
 
 /* The cached mapping to unmap first when held is over the budget: a purged one (it holds

@@ -6,6 +6,7 @@
  * and the fork handlers, which may call malloc — and find it working. Everything a heap
  * reads when it is made (options, classes, the learned cache policy) is set before state 2:
  * from then on other threads make heaps. */
+#include "arena.h"
 #include "diag.h"
 #include "heap.h"
 #include "huge.h"
@@ -39,17 +40,18 @@ static const hak_fn_entry_t known_functions[] = {
 /* ---- fork ------------------------------------------------------------------------------
  * In a process with threads, the prepare handler takes every lock of hakmem's, in the one
  * order of docs/ARCHITECTURE.md's lock table, so that no other thread is inside hakmem's
- * shared state when the address space is copied; the parent releases them, the child makes
- * them new (only the forking thread exists there).
+ * shared state when the address space is copied; the parent and the child release them
+ * (in the child only the forking thread exists, the one that took them).
  *
  * First it takes the C library's lock of its list of streams, which fork itself takes only
  * after every prepare handler: a thread that holds that lock (fflush(NULL)) waits for a
  * stream whose owner may be inside malloc (getline), and a fork holding hakmem's locks while
  * it waited for the list would close that circle. The lock is recursive, so fork takes it
- * again over ours. Then hakmem's are tried, never waited for with the list held: where one
- * is busy, every lock taken is let go, the handler waits for the busy one holding nothing,
- * and tries again (its holder may be a thread that, inside malloc, holds a stream the list's
- * holder waits for).
+ * again over ours. Then hakmem's are taken in order, waiting at most 20 ms for each with the
+ * list held: where one stays busy, every lock taken is let go, the handler waits for the
+ * busy one holding nothing, and starts again. A holder inside hakmem never waits for stdio,
+ * so it lets go within that time — unless it is a thread whose own signal handler forks
+ * with the lock held by the frame it interrupted (below): that fork needs the list first.
  *
  * Nothing of hakmem's is taken, and nothing redone in the child, where no other thread can
  * be inside hakmem: in a process of one thread (nothing at all then, as glibc does for its
@@ -68,7 +70,7 @@ static HAK_TLS uint32_t fork_list;         /* bit d: the fork at depth d took th
 static HAK_TLS uint32_t fork_locked;       /* bit d: ... and hakmem's locks */
 
 static pthread_mutex_t *(*const fork_order[])(hak_fork_phase_t) = {
-    _hak_heap_fork, _hak_pool_fork, _hak_huge_fork, _hak_registry_fork, _hak_learn_fork,
+    _hak_heap_fork, _hak_pool_fork, _hak_arena_fork, _hak_huge_fork, _hak_learn_fork,
     _hak_learned_fork,
 };
 #define FORK_MODULES (sizeof fork_order / sizeof fork_order[0])
@@ -132,10 +134,7 @@ static void fork_parent(void) {
 
 static void fork_child(void) {
     unsigned took = fork_took();
-    if (took & 2) {
-        modules_after(HAK_FORK_CHILD);
-        _hak_locks_held = 0;               /* the resets let go of what prepare took */
-    }
+    if (took & 2) modules_after(HAK_FORK_CHILD);
     if (took & 1) _hak_os_stdio_reset();   /* (fork did too) */
     _hak_purge_thread_after_fork_child();  /* (stores only: right after any fork) */
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include "hakmem.h"
 #include "types.h"
 
@@ -85,29 +86,50 @@ static inline void hak_lock_reset(pthread_mutex_t *m) {
  * through one function, _hak_<module>_fork(phase), over its locks in the order of
  * docs/ARCHITECTURE.md's lock table: PREPARE tries to take them all and, where one is
  * busy, lets go of those it took and returns the busy one (init.c waits for it holding
- * nothing, then tries again); PARENT releases exactly what PREPARE took, CHILD makes exactly
- * that new (only the forking thread exists there). */
+ * nothing, then tries again); PARENT and CHILD release exactly what PREPARE took. The
+ * child releases them too, not re-initialises them: it is the thread that took them
+ * (glibc's mutexes of these kinds do not check the owner's thread id, which changed), and
+ * a checker that follows each mutex (TSan) then sees every lock matched by its unlock. */
 typedef enum { HAK_FORK_PREPARE, HAK_FORK_PARENT, HAK_FORK_CHILD } hak_fork_phase_t;
 
+/* PREPARE's wait for one lock: at most 20 ms (then init.c lets go of everything and waits
+ * for it holding nothing: its holder may be a thread whose signal handler forks, which
+ * cannot let go of it before its own fork has the list of streams this fork holds). A
+ * holder that is merely busy lets go well within that. A timed wait, which queues with the
+ * other waiters of a hot lock, not tries between naps. (pthread_mutex_timedlock's clock
+ * is CLOCK_REALTIME: a clock set back lengthens the wait, which ends when the lock comes
+ * free in any case but the one above. Not pthread_mutex_clocklock: TSan does not follow
+ * it, and reported the unlock that matched it.) */
+static inline bool hak_fork_lock(pthread_mutex_t *m) {
+    if (hak_trylock(m)) return true;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 20 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+    _hak_locks_held++;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (pthread_mutex_timedlock(m, &until) == 0) return true;
+    atomic_signal_fence(memory_order_seq_cst);
+    _hak_locks_held--;
+    return false;
+}
+
 /* A set of locks (NULL entries skipped) through one phase: PREPARE in order, returning
- * NULL when all are taken or the busy one (none of the set held then); the others in
- * reverse. */
+ * NULL when all are taken or the busy one (none of the set held then); the others release
+ * in reverse. */
 static inline pthread_mutex_t *hak_fork_locks(pthread_mutex_t *const *set, size_t n,
                                               hak_fork_phase_t phase) {
     if (phase == HAK_FORK_PREPARE) {
         for (size_t i = 0; i < n; i++) {
-            if (set[i] == NULL || hak_trylock(set[i])) continue;
+            if (set[i] == NULL || hak_fork_lock(set[i])) continue;
             for (size_t k = i; k-- > 0;)
                 if (set[k] != NULL) hak_unlock(set[k]);
             return set[i];
         }
         return NULL;
     }
-    for (size_t i = n; i-- > 0;) {
-        if (set[i] == NULL) continue;
-        if (phase == HAK_FORK_PARENT) hak_unlock(set[i]);
-        else hak_lock_reset(set[i]);
-    }
+    for (size_t i = n; i-- > 0;)
+        if (set[i] != NULL) hak_unlock(set[i]);
     return NULL;
 }
 

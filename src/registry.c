@@ -7,8 +7,9 @@
  * describe is first registered and never given back. An entry says whether the chunk is a
  * superslab's or a huge block's, and for a huge block holds its header. A flat byte map
  * would save free's slow path a load, but it took 128 MiB of .bss, which every program
- * pays under RLIMIT_AS and, with vm.overcommit_memory=2, in commit charge. Writers take a
- * lock; readers take none (an entry changes only while no live block lies in its chunk).
+ * pays under RLIMIT_AS and, with vm.overcommit_memory=2, in commit charge. Neither
+ * writers nor readers take a lock (entry_for; an entry changes only while no live block
+ * lies in its chunk).
  *
  * Address width. User space is not always 47 bits wide: arm64 with 48-bit VAs hands out
  * addresses up to 2^48 to any mmap, while x86-64 with 5-level paging (57 bits) and arm64
@@ -49,16 +50,21 @@ _Static_assert(HAK_SS_SIZE % HAK_PAGE == 0 && HAK_UNIT_SIZE % HAK_PAGE == 0,
 #define LEAF_ENTRIES ((uintptr_t)1 << HAK_CHUNK_LEAF_BITS)
 
 _Atomic(_Atomic(uintptr_t) *) _hak_chunk_top[(size_t)1 << (HAK_CHUNK_BITS - HAK_CHUNK_LEAF_BITS)];
-static pthread_mutex_t reg_lock = HAK_LOCK_INIT;
-
-/* The entry of chunk c, its leaf made now if create (NULL: not there, or no memory). */
+/* The entry of chunk c, its leaf made now if create (NULL: not there, or no memory). No
+ * lock: a leaf is mapped, then installed with one CAS (a thread that lost the race unmaps
+ * its own); entries are written only by the owner of the live mapping that covers their
+ * chunk (huge.c, invariant 1), so no two threads write one entry at once. */
 static _Atomic(uintptr_t) *entry_for(uintptr_t c, bool create) {
     _Atomic(_Atomic(uintptr_t) *) *top = &_hak_chunk_top[c >> HAK_CHUNK_LEAF_BITS];
-    _Atomic(uintptr_t) *leaf = relaxed_load(top);
+    _Atomic(uintptr_t) *leaf = atomic_load_explicit(top, memory_order_acquire);
     if (leaf == NULL && create) {
-        leaf = _hak_os_map(LEAF_ENTRIES * sizeof(uintptr_t));    /* zero: nothing's */
-        if (leaf == NULL) return NULL;
-        atomic_store_explicit(top, leaf, memory_order_release);
+        _Atomic(uintptr_t) *made = _hak_os_map(LEAF_ENTRIES * sizeof(uintptr_t));  /* zero */
+        if (made == NULL) return NULL;
+        if (atomic_compare_exchange_strong_explicit(top, &leaf, made, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            leaf = made;
+        else
+            _hak_os_unmap(made, LEAF_ENTRIES * sizeof(uintptr_t));     /* another's won */
     }
     return leaf != NULL ? &leaf[c & (LEAF_ENTRIES - 1)] : NULL;
 }
@@ -73,17 +79,12 @@ static bool covered(uintptr_t a, size_t len) {
  * nothing (and once made, a leaf stays: a second add over the same chunks cannot fail). */
 static bool set_entries(uintptr_t first, uintptr_t last, uintptr_t e) {
     hak_assert(last < ((uintptr_t)1 << HAK_CHUNK_BITS));
-    hak_lock(&reg_lock);
     for (uintptr_t c = first; c <= last; c = (c | (LEAF_ENTRIES - 1)) + 1)
-        if (entry_for(c, e != 0) == NULL && e != 0) {
-            hak_unlock(&reg_lock);
-            return false;
-        }
+        if (entry_for(c, e != 0) == NULL && e != 0) return false;
     for (uintptr_t c = first; c <= last; c++) {
         _Atomic(uintptr_t) *slot = entry_for(c, false);
         if (slot != NULL) atomic_store_explicit(slot, e, memory_order_release);
     }
-    hak_unlock(&reg_lock);
     return true;
 }
 
@@ -113,7 +114,3 @@ hak_huge_t *_hak_registry_huge_header(uintptr_t a) {
     return (hak_huge_t *)(e & ~(uintptr_t)HAK_CHUNK_KIND);
 }
 
-pthread_mutex_t *_hak_registry_fork(hak_fork_phase_t phase) {
-    pthread_mutex_t *const set[] = { &reg_lock };
-    return hak_fork_locks(set, 1, phase);
-}

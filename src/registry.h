@@ -29,6 +29,5 @@ bool _hak_registry_add_superslab(void *ss);
 bool _hak_registry_add_huge(void *hdr, void *from, size_t len);  /* false: no memory */
 bool _hak_registry_remove(void *base, size_t len);
 hak_huge_t *_hak_registry_huge_header(uintptr_t a);          /* NULL if none */
-pthread_mutex_t *_hak_registry_fork(hak_fork_phase_t phase);
 
 #endif

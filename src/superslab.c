@@ -23,7 +23,14 @@
  * with a bit per non-empty bin, so finding the smallest run of at least n units is one
  * count of trailing zeros, and every change of a superslab's masks refiles it in O(1): an
  * acquisition recomputes its longest runs from the masks (a loop over at most 16 runs in
- * 31 units), a release only extends them by the run through the units given back. */
+ * 31 units), a release only extends them by the run through the units given back.
+ *
+ * No system call runs under the lock (every malloc that needs a span may wait for it): a
+ * new superslab is mapped with the lock dropped; one to unmap leaves every list under the
+ * lock and is unmapped after the unlock; units to purge leave the free set under the lock
+ * (in purging_mask, so no acquisition can hand them out while madvise works on them), are
+ * purged after the unlock, and come back, clean, under the lock once more. pool_unlock
+ * does that deferred work. */
 #include "counters.h"
 #include "diag.h"
 #include "list.h"
@@ -113,9 +120,37 @@ static void pool_take(void) {
     }
 }
 
+/* Work for after the unlock (under the lock until then): superslabs to unmap, linked
+ * through all_link.next once off every list, and units to purge. */
+enum { PURGE_BATCH = 32 };
+typedef struct {
+    hak_superslab_t *ss;
+    uint32_t units;
+    bool was_empty;                        /* empty when taken: keeps its empty_since */
+} purge_job_t;
+static hak_superslab_t *to_unmap;
+/* A superslab is mapped by one thread at a time, with the lock dropped, and units being
+ * purged are out of the free set meanwhile: a thread that runs short while either is under
+ * way sleeps until it is done (mapped_seq moves on), then looks again, and finds room
+ * there — where mapping a superslab of its own had left one per waiting thread. */
+static bool mapping;                        /* under the lock */
+static uint32_t purging_units;              /* under the lock: units out for a purge */
+static _Atomic int mapped_seq;
+static purge_job_t to_purge[PURGE_BATCH];
+static unsigned n_to_purge;
+
+static void run_deferred(hak_superslab_t *gone, purge_job_t *jobs, unsigned n);
+
 static void pool_unlock(void) {
+    hak_superslab_t *gone = to_unmap;
+    purge_job_t jobs[PURGE_BATCH];
+    unsigned n = n_to_purge;
+    memcpy(jobs, to_purge, n * sizeof jobs[0]);
+    to_unmap = NULL;
+    n_to_purge = 0;
     relaxed_store(&dirty_seen, dirty_bytes);
     hak_unlock(&pool_lock);
+    if (gone != NULL || n != 0) run_deferred(gone, jobs, n);
 }
 
 size_t _hak_pool_dirty(void) { return relaxed_load(&dirty_seen); }
@@ -154,11 +189,11 @@ static hak_superslab_t *ss_map(void) {
         if (!_hak_arena_give(ss)) _hak_os_unmap(ss, HAK_SS_SIZE);
         return NULL;
     }
-    HAK_QUEUE_PUSH_FRONT(&ss_all, ss, all_link);
-    return ss;
+    return ss;                             /* on no list yet: the caller files it, locked */
 }
 
-/* An empty superslab, already off the empty list, goes back to the kernel. */
+/* An empty superslab, already off the empty list, leaves the pool; pool_unlock gives it
+ * back to the kernel. */
 static void ss_unmap(hak_superslab_t *ss) {
     if (ss->dirty_mask != 0) ss_now_clean(ss);
     dirty_bin_set(ss, 0);
@@ -168,8 +203,8 @@ static void ss_unmap(hak_superslab_t *ss) {
     HAK_STAT_SUB(clean_bytes, (uint64_t)__builtin_popcount(ss->free_mask & ~ss->dirty_mask) * HAK_UNIT_SIZE);
     ss->magic = 0;
     HAK_QUEUE_REMOVE(&ss_all, ss, all_link);
-    _hak_registry_remove(ss, HAK_SS_SIZE);
-    if (!_hak_arena_give(ss)) _hak_os_unmap(ss, HAK_SS_SIZE);
+    ss->all_link.next = to_unmap;
+    to_unmap = ss;
 }
 
 /* Lowest unit starting a run of n free units, or -1. Shifting in zeros from the top
@@ -189,48 +224,121 @@ void _hak_pool_signals(uint64_t *purged, uint64_t *refaulted) {
     *refaulted = relaxed_load(&sig_refaulted);
 }
 
-/* Every dirty unit of ss is purged; ss leaves the age list and the dirty bins. */
-static size_t purge_ss(hak_superslab_t *ss) {
-    uint32_t d = ss->dirty_mask;
-    size_t bytes = 0;
-    ss->purged_mask |= d;
-    ss->purged_at = _hak_now_ms();
-    while (d) {
-        unsigned u = (unsigned)__builtin_ctz(d);
-        unsigned n = (unsigned)__builtin_ctzll(~((uint64_t)d >> u));   /* length of the run */
-        uint32_t run = (uint32_t)((((uint64_t)1 << n) - 1) << u);
-        if (_hak_os_purge((char *)ss + (size_t)u * HAK_UNIT_SIZE, (size_t)n * HAK_UNIT_SIZE))
-            ss->stale_mask &= ~run;
-        else
-            ss->stale_mask |= run;
-        bytes += (size_t)n * HAK_UNIT_SIZE;
-        d &= ~run;
+/* Files ss where its free units now put it: the empty list (in the order of empty_since,
+ * newest first), or the run bin of its longest free run (none when full). */
+static void refile(hak_superslab_t *ss) {
+    if (ss->free_mask == HAK_UNITS_ALL) {
+        run_bin_set(ss, 0);
+        ss->list = SSL_EMPTY;
+        hak_superslab_t *after = NULL;           /* the newer ones stay in front */
+        for (hak_superslab_t *e = ss_empty.head; e != NULL && e->empty_since > ss->empty_since;
+             e = e->run_link.next)
+            after = e;
+        if (after == NULL) {
+            HAK_QUEUE_PUSH_FRONT(&ss_empty, ss, run_link);
+        } else {
+            ss->run_link.prev = after;
+            ss->run_link.next = after->run_link.next;
+            if (after->run_link.next != NULL) after->run_link.next->run_link.prev = ss;
+            else ss_empty.tail = ss;
+            after->run_link.next = ss;
+        }
+        n_empty++;
+    } else {
+        ss->list = ss->free_mask == 0 ? SSL_FULL : SSL_PARTIAL;
+        run_bin_set(ss, ss->free_mask == 0 ? 0 : longest_run(ss->free_mask));
     }
+}
+
+/* Every dirty unit of ss leaves the free set, to be purged after the unlock (pool_unlock);
+ * ss leaves the age list and the dirty bins. 0: the batch is full, nothing done. */
+static size_t purge_ss(hak_superslab_t *ss) {
+    if (n_to_purge == PURGE_BATCH) return 0;
+    uint32_t d = ss->dirty_mask;
+    size_t bytes = (size_t)__builtin_popcount(d) * HAK_UNIT_SIZE;
+    to_purge[n_to_purge++] = (purge_job_t){ ss, d, ss->list == SSL_EMPTY };
+    purging_units += (uint32_t)__builtin_popcount(d);
     dirty_bytes -= bytes;
     ss->dirty_mask = 0;
     ss_now_clean(ss);
     dirty_bin_set(ss, 0);
+    if (ss->list == SSL_EMPTY) {
+        HAK_QUEUE_REMOVE(&ss_empty, ss, run_link);
+        n_empty--;
+    }
+    ss->free_mask &= ~d;
+    ss->stale_mask &= ~d;
+    ss->purging_mask |= d;
+    refile(ss);
     HAK_STAT_ADD(purged_total, bytes);
-    HAK_STAT_ADD(clean_bytes, bytes);
     HAK_STAT_ADD_LOCKED(pool_purge_visits, 1);
     relaxed_store(&sig_purged, relaxed_load(&sig_purged) + bytes);
     return bytes;
 }
 
-/* What has been dirty for the purge delay (all: everything dirty), oldest first. */
+/* Purged units back into the free set, clean (stale where MADV_FREE may have left them
+ * as they were). Under the lock. */
+static void purge_back(const purge_job_t *job, uint32_t stale) {
+    hak_superslab_t *ss = job->ss;
+    uint32_t units = job->units;
+    ss->purging_mask &= ~units;
+    purging_units -= (uint32_t)__builtin_popcount(units);
+    ss->free_mask |= units;
+    if (ss->free_mask == HAK_UNITS_ALL && !job->was_empty) ss->empty_since = _hak_now_ms();
+    ss->stale_mask |= stale;
+    ss->purged_mask |= units;
+    ss->purged_at = _hak_now_ms();
+    HAK_STAT_ADD(clean_bytes, (uint64_t)__builtin_popcount(units) * HAK_UNIT_SIZE);
+    refile(ss);
+}
+
+/* pool_unlock's work, with the lock dropped: superslabs back to the kernel, units purged
+ * (then back into the pool, under the lock once more). */
+static void run_deferred(hak_superslab_t *gone, purge_job_t *jobs, unsigned n) {
+    while (gone != NULL) {
+        hak_superslab_t *next = gone->all_link.next;
+        _hak_registry_remove(gone, HAK_SS_SIZE);
+        if (!_hak_arena_give(gone)) _hak_os_unmap(gone, HAK_SS_SIZE);
+        gone = next;
+    }
+    uint32_t stale[PURGE_BATCH];
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t d = jobs[i].units;
+        stale[i] = 0;
+        while (d) {
+            unsigned u = (unsigned)__builtin_ctz(d);
+            unsigned len = (unsigned)__builtin_ctzll(~((uint64_t)d >> u));   /* the run */
+            uint32_t run = (uint32_t)((((uint64_t)1 << len) - 1) << u);
+            char *at = (char *)jobs[i].ss + (size_t)u * HAK_UNIT_SIZE;
+            if (!_hak_os_purge(at, (size_t)len * HAK_UNIT_SIZE)) stale[i] |= run;
+            d &= ~run;
+        }
+    }
+    if (n == 0) return;
+    pool_take();
+    for (unsigned i = 0; i < n; i++) purge_back(&jobs[i], stale[i]);
+    atomic_fetch_add(&mapped_seq, 1);
+    relaxed_store(&dirty_seen, dirty_bytes);
+    hak_unlock(&pool_lock);
+    _hak_os_wake_all(&mapped_seq);            /* threads that waited for these units */
+}
+
+/* What has been dirty for the purge delay (all: everything dirty), oldest first, as much
+ * as one batch takes. */
 static size_t purge_due(uint64_t now, bool all) {
-    size_t bytes = 0;
+    size_t bytes = 0, b;
     uint64_t delay = (uint64_t)hak_opt_live(purge_delay_ms);
     hak_superslab_t *ss;
-    while ((ss = ss_aged.head) != NULL && (all || now - ss->dirty_since >= delay))
-        bytes += purge_ss(ss);
+    while ((ss = ss_aged.head) != NULL && (all || now - ss->dirty_since >= delay) &&
+           (b = purge_ss(ss)) != 0)
+        bytes += b;
     return bytes;
 }
 
 /* Over the cap: purge the superslabs dirty the longest until half the cap is left, so the
  * memory most likely to be reused soon stays resident. */
 static void purge_oldest(size_t target) {
-    while (dirty_bytes > target && ss_aged.head != NULL) purge_ss(ss_aged.head);
+    while (dirty_bytes > target && ss_aged.head != NULL && purge_ss(ss_aged.head) != 0) {}
 }
 
 /* Empty superslabs, most recently emptied first: beyond the first `keep`, those empty for
@@ -352,21 +460,43 @@ hak_span_t *_hak_pool_acquire_plain(size_t cls, hak_heap_t *owner, bool map_new)
     return pool_acquire(cls, owner, map_new, false);
 }
 
+
 static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, bool colour) {
     unsigned n = _hak_class_units[cls];
     pool_take();
     uint32_t avail = 0;
-    hak_superslab_t *ss = pool_find(n, &avail);
+    hak_superslab_t *ss;
+    bool woke = false;                      /* waiters to wake at the unlock */
+    while ((ss = pool_find(n, &avail)) == NULL && map_new && (mapping || purging_units != 0)) {
+        int seq = atomic_load(&mapped_seq);
+        pool_unlock();
+        _hak_os_wait(&mapped_seq, seq, -1);
+        pool_take();
+    }
     if (ss != NULL) {
         HAK_STAT_ADD_LOCKED(pool_visits, 1);
         if (ss->list == SSL_EMPTY) {
             HAK_QUEUE_REMOVE(&ss_empty, ss, run_link);
             n_empty--;
         }
-    } else if (!map_new || (ss = ss_map()) == NULL) {
-        pool_unlock();
-        return NULL;
     } else {
+        if (!map_new) {
+            pool_unlock();
+            return NULL;
+        }
+        mapping = true;
+        pool_unlock();
+        ss = ss_map();                      /* (mapped unlocked) */
+        pool_take();
+        mapping = false;
+        atomic_fetch_add(&mapped_seq, 1);
+        woke = true;
+        if (ss == NULL) {
+            pool_unlock();
+            _hak_os_wake_all(&mapped_seq);  /* (they try for themselves) */
+            return NULL;
+        }
+        HAK_QUEUE_PUSH_FRONT(&ss_all, ss, all_link);
         avail = ss->free_mask;
     }
     int u = find_run(avail, n);
@@ -412,6 +542,7 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
     }
     maybe_purge();
     pool_unlock();
+    if (woke) _hak_os_wake_all(&mapped_seq);
 
     hak_span_t *s = &ss->spans[u];
     uint32_t bs = _hak_class_size[cls];
@@ -494,16 +625,29 @@ size_t _hak_pool_purge_tick(void) {
 }
 
 /* malloc_trim and friends: purge every free unit now (all) or what is past its delay;
- * unmap every empty superslab (unmap_all), or with `all` those beyond the retained ones. */
+ * unmap every empty superslab (unmap_all), or with `all` those beyond the retained ones.
+ * A batch at a time, until nothing is left to purge. */
 size_t _hak_pool_purge(bool all, bool unmap_all) {
-    pool_take();
-    uint64_t now = _hak_now_ms();
-    size_t bytes = purge_due(now, all);
-    size_t before = n_empty;
-    if (all && !unmap_all) unmap_empty((size_t)_hak_opt.superslab_retain, now, 0);
-    else unmap_idle_empty(now, unmap_all);
-    bytes += (before - n_empty) * HAK_SS_SIZE;
-    pool_unlock();
+    size_t bytes = 0, got;
+    do {
+        pool_take();
+        uint64_t now = _hak_now_ms();
+        got = purge_due(now, all);
+        size_t before = n_empty;
+        if (all && !unmap_all) unmap_empty((size_t)_hak_opt.superslab_retain, now, 0);
+        else unmap_idle_empty(now, unmap_all);
+        got += (before - n_empty) * HAK_SS_SIZE;
+        pool_unlock();
+        bytes += got;
+    } while (got != 0 && (all || unmap_all));
+    /* purged superslabs that emptied meanwhile: unmapped on this round's last pass */
+    if (unmap_all) {
+        pool_take();
+        size_t before = n_empty;
+        unmap_idle_empty(_hak_now_ms(), true);
+        bytes += (before - n_empty) * HAK_SS_SIZE;
+        pool_unlock();
+    }
     return bytes;
 }
 
@@ -623,11 +767,17 @@ pthread_mutex_t *_hak_pool_fork(hak_fork_phase_t phase) {
     pthread_mutex_t *busy = hak_fork_locks(set, 1, phase);
     if (phase != HAK_FORK_CHILD) return busy;
     uintptr_t survivor = hak_thread_key();
-    for (hak_superslab_t *ss = ss_all.head; ss != NULL; ss = ss->all_link.next)
+    mapping = false;                       /* the mapper, if any, is gone */
+    for (hak_superslab_t *ss = ss_all.head; ss != NULL; ss = ss->all_link.next) {
+        if (ss->purging_mask != 0) {       /* a thread that is gone was purging them */
+            purge_job_t job = { ss, ss->purging_mask, false };
+            purge_back(&job, job.units);   /* (maybe purged, maybe not: stale) */
+        }
         for (unsigned k = 0; k < HAK_UNITS; k++) {
             hak_unit_t *d = &hak_ss_units(ss)[k];
             uintptr_t o = relaxed_load(&d->owner);
             if (o > HAK_REMOTE_OWNER && o != survivor) relaxed_store(&d->owner, HAK_REMOTE_OWNER);
         }
+    }
     return NULL;
 }

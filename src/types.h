@@ -171,6 +171,8 @@ struct hak_superslab_s {
     uint64_t empty_since;          /* ms when the last span left (on the empty list) */
     uint64_t purged_at;            /* ms of the last purge of a unit here */
     uint32_t purged_mask;          /* free units purged since they were last used */
+    uint32_t purging_mask;         /* units out of the free set while a madvise purges them
+                                      with the pool lock dropped (superslab.c) */
     hak_ss_link_t run_link;        /* partly used: in the bin of its longest free run;
                                       empty: in the empty list */
     hak_ss_link_t dirty_link;      /* in the bin of its longest run of free resident units */

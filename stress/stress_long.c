@@ -94,6 +94,7 @@ static atomic_int stop_flag;
 enum { FORK_IDLE, FORK_WANTED, FORK_RUNNING };
 static atomic_int fork_state;
 static atomic_int fork_child; /* pid of the child being waited for, 0 if none */
+static atomic_long forks_done; /* forks whose child passed, as they happen */
 
 /* Totals, added to by each thread once, when it ends. */
 static _Atomic unsigned long long n_ops, n_bytes_verified, n_allocs, n_frees, n_reallocs,
@@ -452,6 +453,7 @@ static void do_fork(struct blk *local, uint64_t *s, struct counters *c)
         fail("fork child %d exited with status %d", (int)pid, WEXITSTATUS(st));
     atomic_store(&fork_child, 0);
     c->forks++;
+    atomic_fetch_add(&forks_done, 1);
 }
 
 /* ---- threads ----------------------------------------------------------------------- */
@@ -591,19 +593,23 @@ int main(int argc, char **argv)
     double next_fork = t0 + (cfg.fork_every < cfg.seconds / 2 ? cfg.fork_every : cfg.seconds / 2);
     for (int i = 0; i < cfg.threads; i++)
         worker_start(&ws[i]);
-    while (now_s() < end) {
+    /* A run that asked for forks and has had none goes on until one (up to 60 s more):
+     * under a sanitizer's slowdown the workers may not reach the fork in a short run. */
+    while (now_s() < end || (cfg.fork_every > 0 && atomic_load(&forks_done) == 0 &&
+                             now_s() < end + 60)) {
         struct timespec ts = { 0, 10 * 1000 * 1000 };
         nanosleep(&ts, NULL);
+        if (cfg.fork_every > 0 && now_s() >= next_fork) {     /* before restarts, which
+                                                                 can be slow */
+            int idle = FORK_IDLE;
+            atomic_compare_exchange_strong(&fork_state, &idle, FORK_WANTED);
+            next_fork = now_s() + cfg.fork_every;
+        }
         for (int i = 0; i < cfg.threads; i++)
             if (atomic_load(&ws[i].done)) {
                 pthread_join(ws[i].th, NULL);
                 worker_start(&ws[i]);
             }
-        if (cfg.fork_every > 0 && now_s() >= next_fork) {
-            int idle = FORK_IDLE;
-            atomic_compare_exchange_strong(&fork_state, &idle, FORK_WANTED);
-            next_fork = now_s() + cfg.fork_every;
-        }
     }
     atomic_store(&stop_flag, 1);
     for (int i = 0; i < cfg.threads; i++)
