@@ -147,7 +147,10 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     if (likely(owner > HAK_CHECK_OWNER && me != &_hak_empty_heap)) {
         /* the counter first: once pushed, the block may be collected and its span reused */
         uint64_t *count = &me->st.remote_frees[u->cls];
-        if (likely(_hak_span_push_remote(s, p))) (*count)++;
+        /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
+         * changes meanwhile leaves a double free found later, not missed) */
+        void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
+        if (likely(_hak_span_push_remote(s, p, key))) (*count)++;
         return;
     }
     free_other_slow(s, p, owner);
@@ -179,6 +182,7 @@ static SLOW_PATH void free_slow(void *p) {
         _hak_purge_thread_poll();
         return;
     }
+    hak_ensure_init();                         /* (a first call: HAKMEM_ON_ERROR read) */
     _hak_report("free", HAK_ERR_FOREIGN, p, 0);
 }
 

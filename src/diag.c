@@ -46,7 +46,7 @@ static const char *const problems[] = {
     [HAK_ERR_OVERRUN] = "write past the end of the block (canary damaged)",
     [HAK_ERR_USE_AFTER_FREE] = "write to freed memory (fill pattern damaged)",
     [HAK_ERR_LINK_DAMAGED] = "write to freed memory (its free-list link damaged)",
-    [HAK_ERR_CORRUPT] = "a free list of hakmem's is damaged (a write to freed memory, or a block freed twice)",
+    [HAK_ERR_CORRUPT] = "free list damaged (a write to freed memory, an overrun, or a block freed twice)",
     [HAK_ERR_NOT_ZERO] = "calloc memory hakmem took as zero is not (hakmem's own error)",
 };
 

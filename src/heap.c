@@ -505,11 +505,37 @@ static void *aligned_locked(hak_heap_t *h, size_t c, size_t align) {
     }
 }
 
+/* The cache's list is cut at *link (its blocks from there on are out of use): a damaged
+ * link was reported there. */
+static SLOW_PATH void cut_cache(hak_tcache_t *tc, void **link) {
+    uint32_t count = hak_tc_count(tc), kept = 0;      /* (the list may run in a cycle) */
+    for (void *b = tc->head; b != NULL && (void **)b != link && kept < count; b = *(void **)b)
+        kept++;
+    *link = NULL;
+    hak_tc_set_room(tc, tc->cap + 1 - kept);
+    tc->moved -= (int64_t)(count - kept);       /* out of the cache: lost */
+}
+
+SLOW_PATH void *_hak_heap_tc_damaged(hak_tcache_t *tc) {
+    hak_heap_t *h = _hak_thread_heap;
+    size_t c = (size_t)(tc - h->tc);
+    _hak_report(NULL, HAK_ERR_CORRUPT, tc->head, _hak_class_size[c]);
+    cut_cache(tc, &tc->head);                   /* (warn: the program goes on) */
+    void *b = _hak_heap_refill(h, c, _hak_class_size[c], false);
+    if (b == NULL) _hak_fatal("out of memory, after cutting a damaged free list");
+    return b;
+}
+
 void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t c, size_t align) {
     hak_tcache_t *tc = &h->tc[c];
     uint32_t n = hak_tc_count(tc);
     void **link = &tc->head;
     for (void *b = tc->head; b != NULL && n-- > 0; link = (void **)b, b = *(void **)b) {
+        if (unlikely(((void **)b)[1] != (void *)tc)) {     /* (as hak_tc_take) */
+            _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[c]);
+            cut_cache(tc, link);
+            break;
+        }
         if (((uintptr_t)b & (align - 1)) != 0) continue;
         *link = *(void **)b;                       /* out of the cache, as hak_tc_take */
         tc->nalloc++;                              /* (which gives the cache its room back) */
@@ -584,7 +610,8 @@ void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
     return b;
 }
 
-/* A free found the double-free key in p: is p really free already, in this cache or at
+/* A free found the double-free key in p: is p really free already, in this cache, on its
+ * span's remote list (another thread freed it first: it wrote the key there too), or at
  * home in its span? (Only a user's data that happens to equal the key gets here
  * otherwise.) */
 SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
@@ -593,6 +620,7 @@ SLOW_PATH bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p) {
         if (b == p) return true;
     hak_span_t *s = hak_span_of(hak_ss_of(p), p);
     hak_lock(&h->lock);
+    _hak_span_collect_remote(s);            /* the remote list's blocks home, checked */
     bool found = hak_span_is_free(s, p);
     hak_unlock(&h->lock);
     return found;
@@ -664,6 +692,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
         list_push(&bin->partial, s);
     }
     h->st.remote_frees[s->cls]++;           /* a free of another thread's block, counted */
+    ((void **)p)[1] = &h->tc[s->cls];       /* the key of a free block at home */
     block_push(h, s, p);
     span_came_back(h, s);                   /* (may give s back to the pool, and unmap it) */
     hak_unlock(&h->lock);

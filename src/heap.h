@@ -14,9 +14,18 @@ enum { HAK_NURSERY_THREADS = 64, HAK_NURSERY_BLOCKS = 8 };
 
 static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - hak_tc_room(tc); }
 
-/* The one tcache pop: the head block, which the caller knows is there. */
+/* A cached block whose second word is not its cache's address: the link that led to it was
+ * forged or damaged (a use after free, an overrun). Reported, never handed out; under
+ * HAKMEM_ON_ERROR=warn the list is cut there and a fresh block is returned. */
+SLOW_PATH void *_hak_heap_tc_damaged(hak_tcache_t *tc);
+
+/* The one tcache pop: the head block, which the caller knows is there. Every block in a
+ * tcache carries the cache's address in its second word (free and a refill write it), so
+ * a link that a program's write redirected is caught before what it points to leaves:
+ * the check is one compare with memory (docs/SECURITY.md). */
 FAST_PATH void *hak_tc_take(hak_tcache_t *tc) {
     void *b = tc->head;
+    if (unlikely(((void **)b)[1] != (void *)tc)) return _hak_heap_tc_damaged(tc);
     tc->head = *(void **)b;
     tc->nalloc++;
     HAK_DEBUG_HANDOUT(b);

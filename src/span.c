@@ -86,6 +86,14 @@ void _hak_debug_freed(const void *p) {
 
 #define LINK_KEY 0x5a17c0de0bad1dedull
 
+/* A block on a remote list carries REMOTE_MARK in its second word (outside checked mode):
+ * the remote free writes it, the owner's collection checks it and replaces it with the
+ * owner's cache address, the key every free block at home carries (a block freed again
+ * from anywhere is then found by its key). An odd address in hakmem's own data: never a
+ * cache's address (aligned), never what malloc leaves in a live block (0). */
+static char remote_mark_base;
+#define REMOTE_MARK ((void *)(&remote_mark_base + 1))
+
 /* A span's carved range and block size, for checking many links in a row. */
 typedef struct { uintptr_t start, len; uint64_t magic; } bounds_t;
 
@@ -142,6 +150,7 @@ static SLOW_PATH void home_twice(hak_span_t *s, void *b) {
 FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
     bounds_t k = bounds_of(s);
     uint64_t recip = s->recip, *bits = s->free;
+    void *home_key = __atomic_load_n(&hak_unit_of(hak_ss_of(s), s->start)->tc, __ATOMIC_RELAXED);
     uint32_t n = 0;
     uintptr_t off = (uintptr_t)b - k.start;           /* (the head passed free's checks) */
     for (;;) {
@@ -150,10 +159,17 @@ FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
             report_link(s, b);
             next = NULL;
         }
+        /* pushed by a remote free, and not touched since: not a block that was freed again
+         * (a cache's link over the remote one) or written after its free */
+        if (!checked && unlikely(((void **)b)[1] != REMOTE_MARK)) {
+            report_link(s, b);
+            break;
+        }
         if (unlikely(!hak_bit_claim(bits, hak_block_index(off, recip)))) {
             home_twice(s, b);
             break;
         }
+        if (!checked) ((void **)b)[1] = home_key;
         n++;
         if (unlikely(checked)) _hak_check_refill(b);
         /* the next block's offset, checked: NULL fails the test too, so one test finds
@@ -285,9 +301,10 @@ static bool restore_page(hak_span_t *s) {
 }
 
 /* The n lowest free blocks leave the bitmap (n <= nfree): the first through *first, the
- * others linked in address order, their list returned (NULL for n = 1). The first block's
- * memory is not touched. */
-static void *take_free(hak_span_t *s, uint32_t n, void **first) {
+ * others linked in address order for tc, their list returned (NULL for n = 1): each
+ * carries tc's address in its second word, as a cached block does (heap.h, hak_tc_take).
+ * The first block's memory is not touched. */
+static void *take_free(hak_span_t *s, uint32_t n, void **first, hak_tcache_t *tc) {
     size_t bs = s->bsize;
     uint64_t *bits = s->free;
     s->nfree -= n;
@@ -308,6 +325,7 @@ static void *take_free(hak_span_t *s, uint32_t n, void **first) {
         }
         void *b = base + (size_t)__builtin_ctzll(x) * bs;
         x &= x - 1;
+        ((void **)b)[1] = tc;
         *link = b;
         link = (void **)b;
     }
@@ -326,7 +344,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
     if (s->nfree == 0 && s->bump == s->end) restore_page(s);
     if (s->nfree > 0) {
         uint32_t n = want < s->nfree ? want : s->nfree;
-        tc->head = take_free(s, n, first);
+        tc->head = take_free(s, n, first, tc);
         hak_tc_set_room(tc, tc->cap + 1 - (n - 1));
         *zero = false;
         /* the first block leaves hakmem: it must have been free, and untouched since */
@@ -348,6 +366,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         for (uint32_t i = n - 1; i >= 1; i--) {
             void *blk = b + (size_t)i * bs;
             *(void **)blk = head;
+            ((void **)blk)[1] = tc;
             head = blk;
             if (HAKMEM_DEBUG > 0) _hak_freemap_set(s, blk, true);   /* into the tcache */
         }
@@ -404,10 +423,15 @@ static SLOW_PATH void remote_notify(hak_span_t *s) {
 
 /* Release: the block's contents and link are published with it. Acquire: reading FULL
  * here means the owner parked the span (its list links, s->owner) before this. `checked`
- * is a constant in each caller: checked mode also writes the link's key word. false: p
- * was already on top of the list (freed twice in a row), reported and not pushed. */
+ * is a constant in each caller: checked mode also writes the link's key word, the others
+ * REMOTE_MARK. A free block carries the owner's cache address in its second word (in the
+ * cache, or at home) or REMOTE_MARK (on a remote list), and a live block neither (malloc
+ * clears it): a block that carries one is freed twice, whoever freed it first
+ * (docs/SECURITY.md), which the callers check before they come here (remote_freed_twice).
+ * false: p was freed twice, reported and not pushed. */
 _Static_assert(HAK_RS_NORMAL == 0 && HAK_RS_FULL == 1 && HAK_RS_NOTIFYING == 2, "push_remote");
 FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked) {
+    if (!checked) ((void **)p)[1] = REMOTE_MARK;            /* (the caller compared it) */
     uintptr_t old = relaxed_load(&s->remote), nv;
     do {
         void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
@@ -423,6 +447,12 @@ FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked) {
                                                     memory_order_relaxed));
     if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
     return true;
+}
+
+/* A remote free of p, whose owner caches with key: is p free already (push_remote)? */
+FAST_PATH bool remote_freed_twice(const void *p, const void *key) {
+    const void *w = ((void *const *)p)[1];
+    return w == key || w == REMOTE_MARK;
 }
 
 /* (cls read before the push: once pushed, the block may be collected and its span reused) */
@@ -442,13 +472,24 @@ void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
         free_remote_checked(s, p, count);
         return;
     }
-    HAK_DEBUG_FREED(p);
     unsigned cls = s->cls;
+    /* (NULL: no owner, no cache; a snapshot, as in alloc.c's free_other) */
+    void *key = __atomic_load_n(&hak_unit_of(hak_ss_of(p), p)->tc, __ATOMIC_RELAXED);
+    if (remote_freed_twice(p, key != NULL ? key : REMOTE_MARK)) {   /* (before the debug
+                                                                     build's check) */
+        remote_double_free(s, p);
+        return;
+    }
+    HAK_DEBUG_FREED(p);
     count_remote(cls, count, push_remote(s, p, false));
 }
 
 /* (always_inline: in the one translation unit, free's remote path is this CAS, no call) */
-__attribute__((always_inline)) inline bool _hak_span_push_remote(hak_span_t *s, void *p) {
+__attribute__((always_inline)) inline bool _hak_span_push_remote(hak_span_t *s, void *p, void *key) {
+    if (unlikely(remote_freed_twice(p, key))) {  /* (before the debug build's check) */
+        remote_double_free(s, p);
+        return false;
+    }
     HAK_DEBUG_FREED(p);
     return push_remote(s, p, false);
 }

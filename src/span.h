@@ -56,8 +56,9 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
  * is used). */
 void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count);
 /* The same for free's common case, which counts it itself: s has an owner and checked mode
- * is off. false: p was freed twice (reported), not pushed. */
-bool _hak_span_push_remote(hak_span_t *s, void *p);
+ * is off; key is the owner's tcache of the class (the unit's tc, never NULL there). false:
+ * p was freed twice (reported), not pushed. */
+bool _hak_span_push_remote(hak_span_t *s, void *p, void *key);
 bool _hak_span_try_mark_full(hak_span_t *s);
 bool _hak_span_try_unmark_full(hak_span_t *s);
 /* Gives back the pages of s in which every block is free (owner's lock held): the bytes. */

@@ -165,7 +165,7 @@ void _hak_span_set_owner(hak_span_t *s, hak_heap_t *h) {
     hak_tcache_t *tc = key > HAK_CHECK_OWNER ? &h->tc[s->cls] : NULL;
     hak_unit_t *unit = hak_ss_units(ss);
     for (unsigned k = u; k < u + s->units; k++) {
-        unit[k].tc = tc;
+        __atomic_store_n(&unit[k].tc, tc, __ATOMIC_RELAXED);   /* (remote frees read it) */
         atomic_store_explicit(&unit[k].owner, key, memory_order_release);
     }
 }

@@ -18,7 +18,7 @@
 #   tests/cxx/plugin/cxxplugin.cpp
 #       $(TEST_BUILD)/cxx/libcxxplugin.so, a C++ library that tests/cxx/plugin_host.c
 #       dlopen()s (with $(CXX), as above).
-#   tests/misuse/*.c, tests/options/opt_probe.c, tests/stats/introspect.c
+#   tests/misuse/*.c, tests/exploit/*.c, tests/options/opt_probe.c, tests/stats/introspect.c
 #       $(TEST_BUILD)/DIR/NAME        the system libc only, run under LD_PRELOAD.
 #   tests/unit/unit_*.c, tests/options/opt_set.c, tests/stats/stats_check.c
 #       $(TEST_BUILD)/DIR/NAME        linked with $(BUILD)/libhakmem_api.a (the hak_* API;
@@ -68,7 +68,7 @@ TWO_FORM_C   := $(patsubst tests/%.c,$(TEST_BUILD)/%,\
 TWO_FORM_CXX := $(patsubst tests/%.cpp,$(TEST_BUILD)/%,\
                    $(wildcard $(TWO_FORM_DIRS:%=tests/%/*.cpp)))
 CXX_PLUGIN    := $(TEST_BUILD)/cxx/libcxxplugin.so
-MISUSE_PROGS  := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/misuse/*.c))
+MISUSE_PROGS  := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/misuse/*.c tests/exploit/*.c))
 LIBC_PROGS    := $(TEST_BUILD)/options/opt_probe $(TEST_BUILD)/stats/introspect
 API_PROGS     := $(TEST_BUILD)/options/opt_set $(TEST_BUILD)/stats/stats_check
 HAVE_CXX      := $(shell command -v $(CXX) 2>/dev/null)

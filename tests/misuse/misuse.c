@@ -81,9 +81,18 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "remote_double_free")) {      /* twice in a row from another thread */
         on_a_thread(free_twice, p);
     }
+    else if (!strcmp(c, "remote_double_free_forged")) {
+        /* freed here, its second word (the key a free writes) overwritten, then freed from
+         * another thread, which the key would have told: for the debug build's free map,
+         * which sees every free (tests/test_debug_build.py) */
+        free(p);
+        ((void **)p)[1] = NULL;
+        on_a_thread(free_it, p);
+    }
     else if (!strcmp(c, "remote_double_free_cycle")) {
-        /* p, q, p from another thread: the span's remote list runs in a cycle, which the
-         * owner meets when it collects (malloc_trim makes it collect now) */
+        /* p, q, p from another thread: the second free of p finds the key the first one
+         * wrote (before the key, the owner met the cycle this made in the span's remote list
+         * when it collected it: malloc_trim makes it collect now) */
         void *pq[2] = { malloc(100), malloc(100) };
         on_a_thread(free_p_q_p, pq);
         malloc_trim(0);
@@ -137,8 +146,9 @@ int main(int argc, char **argv) {
         for (int i = N / 2; i < N; i++) free(many[i]);
     }
     else if (!strcmp(c, "double_free_home_remote")) {
-        /* freed, sent home (malloc_trim), then freed again from another thread: the owner
-         * finds it home already when it collects the remote list (malloc_trim again) */
+        /* freed, sent home (malloc_trim), then freed again from another thread, which finds
+         * the key the first free wrote (before the key, the owner found it home already when
+         * it collected the remote list: malloc_trim again) */
         char *a = malloc(100);
         free(a);
         malloc_trim(0);
