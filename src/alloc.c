@@ -133,6 +133,10 @@ static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
 static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
     hak_heap_t *me = _hak_heap_thread();
     uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;
+    if (unlikely(_hak_opt.secure) && me != NULL && !me->shared) {
+        _hak_heap_quarantine(me, s, p);
+        return;
+    }
     if (owner == 0 && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
     _hak_span_free_remote(s, p, count);
 }

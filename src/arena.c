@@ -110,7 +110,9 @@ void *_hak_arena_take(void) {
         slots_at(ss)[0].tc = NULL;
     } else if (next_off + HAK_SS_SIZE <= _hak_arena.len) {
         ss = _hak_arena.base + next_off;
-        next_off += HAK_SS_SIZE;
+        /* HAKMEM_SECURE: a superslab's worth of the reservation left after each, never
+         * committed (PROT_NONE): an overrun past a superslab's end faults there */
+        next_off += _hak_opt.secure ? 2 * HAK_SS_SIZE : HAK_SS_SIZE;
         fresh = true;
     }
     hak_unlock(&arena_lock);

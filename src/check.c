@@ -74,15 +74,30 @@ size_t _hak_check_usable(const hak_span_t *s, const void *p) {
     return n + 16 <= bsize ? n : bsize;
 }
 
+/* Memory that becomes free blocks all at once (secure mode's carving, span.c). */
+void _hak_check_fill(void *p, size_t n) {
+    memset(p, FILL, n);
+}
+
 /* A freed block comes home: span.c checked its first 16 bytes (the remote list's link
  * and key) and is done with them, so they become fill as well. */
 void _hak_check_refill(void *p) {
     memset(p, FILL, 16);
 }
 
-/* A freed block is handed out again: its fill must be intact. */
+static bool all_zero(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0) return false;
+    return true;
+}
+
+/* A freed block is handed out again: its fill must be intact. In secure mode a block may
+ * be fresh (carved whole, span.c): it reads as zero then, from the kernel, or as fill, from
+ * the blocks of an earlier span there (every free block is fill, and a span goes back to
+ * the pool only when every block is free). */
 void _hak_check_reuse(const hak_span_t *s, void *p) {
-    if (!fill_intact(p, 0, s->bsize)) _hak_report("malloc", HAK_ERR_USE_AFTER_FREE, p, s->bsize);
+    if (!fill_intact(p, 0, s->bsize) && !(_hak_opt.secure && all_zero(p, s->bsize)))
+        _hak_report("malloc", HAK_ERR_USE_AFTER_FREE, p, s->bsize);
 }
 
 /* A block leaves the allocator: arm the canary. */

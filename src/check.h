@@ -15,6 +15,7 @@ void _hak_freemap_reset(hak_span_t *s);
 size_t _hak_check_class(size_t c, size_t n);
 void *_hak_check_alloc(hak_span_t *s, void *p, size_t n);
 void _hak_check_refill(void *p);
+void _hak_check_fill(void *p, size_t n);       /* secure mode: blocks carved at once */
 void _hak_check_reuse(const hak_span_t *s, void *p);
 size_t _hak_check_usable(const hak_span_t *s, const void *p);
 bool _hak_check_free(hak_span_t *s, void *p);

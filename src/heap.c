@@ -255,6 +255,8 @@ static hak_heap_t *heap_new(void) {
     memset(h->ramp, 0, sizeof h->ramp);
     h->housekept_ms = 0;
     h->flush_run = 0;
+    h->quar_next = h->quar_count = 0;
+    h->quar_bytes = 0;
     hak_unlock(&h->lock);
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
     __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
@@ -310,6 +312,7 @@ hak_heap_t *_hak_heap_thread(void) {
 }
 
 static void after_fork_child(void);
+static void quarantine_flush(hak_heap_t *h);
 
 /* At start-up, once the allocator core works (pthread_key_create may allocate). */
 void _hak_heap_init_key(void) {
@@ -447,6 +450,7 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
                 if ((s = _hak_pool_acquire(c, h, true)) == NULL) return NULL;
             }
             if (HAK_TRACK_FREE) _hak_freemap_reset(s);
+            if (unlikely(_hak_opt.secure)) _hak_span_carve_all(s);
         }
         s->list = SPAN_CUR;
         bin->cur = s;
@@ -495,6 +499,7 @@ static void *aligned_locked(hak_heap_t *h, size_t c, size_t align) {
                 if ((a = _hak_pool_acquire_plain(c, h, true)) == NULL) return NULL;
             }
             if (HAK_TRACK_FREE) _hak_freemap_reset(a);
+            if (unlikely(_hak_opt.secure)) _hak_span_carve_all(a);
         }
         if (s != NULL) {
             s->list = SPAN_PARTIAL;
@@ -836,6 +841,7 @@ static size_t reclaim_locked(hak_heap_t *h, bool deep) {
 /* malloc_trim: the calling thread's spans. */
 void _hak_heap_release_idle(hak_heap_t *h, bool deep) {
     if (h == &_hak_empty_heap) return;
+    quarantine_flush(h);
     hak_lock(&h->lock);
     reclaim_locked(h, deep);
     hak_unlock(&h->lock);
@@ -942,6 +948,37 @@ void _hak_heap_housekeep(hak_heap_t *h, bool pages) {
     h->active = 0;
 }
 
+/* ---- HAKMEM_SECURE's quarantine ---------------------------------------------------------
+ * A block freed in secure mode is checked (check.c: a double free, an overrun, and the fill
+ * written) and held back: it joins the thread's ring, and the oldest there goes home (onto
+ * its span's remote list, as every checked free does) once the ring holds HAK_QUARANTINE
+ * blocks or HAK_QUARANTINE_BYTES. A use after free then finds the block still filled, not
+ * reused by another part of the program (which a use-after-free exploit needs), and the
+ * fill check on its reuse catches a write in the meantime. */
+
+static void quarantine_out(hak_heap_t *h) {
+    void *b = h->quar[h->quar_next];
+    hak_span_t *s = hak_span_of(hak_ss_of(b), b);
+    h->quar_next = (h->quar_next + 1) % HAK_QUARANTINE;
+    h->quar_count--;
+    h->quar_bytes -= s->bsize;
+    _hak_span_push_checked(s, b, &h->st.remote_frees[s->cls]);
+}
+
+void _hak_heap_quarantine(hak_heap_t *h, hak_span_t *s, void *p) {
+    if (!_hak_check_free(s, p)) return;              /* freed twice: reported */
+    while (h->quar_count > 0 && (h->quar_count == HAK_QUARANTINE ||
+                                 h->quar_bytes + s->bsize > HAK_QUARANTINE_BYTES))
+        quarantine_out(h);
+    h->quar[(h->quar_next + h->quar_count) % HAK_QUARANTINE] = p;
+    h->quar_count++;
+    h->quar_bytes += s->bsize;
+}
+
+static void quarantine_flush(hak_heap_t *h) {
+    while (h->quar_count > 0) quarantine_out(h);
+}
+
 /* ---- thread exit ----------------------------------------------------------------------- */
 
 static void unpark_full(hak_span_t *s, bool wait) {
@@ -1012,6 +1049,7 @@ static void merge_stats(hak_heap_t *h) {           /* heaps lock held */
 static void thread_exit(void *arg) {
     hak_heap_t *h = arg;
     if (h == NULL || h == &_hak_empty_heap) return;
+    quarantine_flush(h);
     _hak_heap_flush_all(h);
     hak_lock(&h->lock);
     unpark_all(h, true);

@@ -18,6 +18,8 @@ static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1
  * forged or damaged (a use after free, an overrun). Reported, never handed out; under
  * HAKMEM_ON_ERROR=warn the list is cut there and a fresh block is returned. */
 SLOW_PATH void *_hak_heap_tc_damaged(hak_tcache_t *tc);
+/* HAKMEM_SECURE: a free of block p of span s, checked and held back a while (heap.c). */
+void _hak_heap_quarantine(hak_heap_t *h, hak_span_t *s, void *p);
 
 /* The one tcache pop: the head block, which the caller knows is there. Every block in a
  * tcache carries the cache's address in its second word (free and a refill write it), so

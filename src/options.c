@@ -137,6 +137,7 @@ void _hak_options_init(void) {
         const char *f = getenv(var);
         if (f != NULL && t->value[0] == 0) copy_str(t->value, t->cap, f);
     }
+    if (_hak_opt.secure) _hak_opt.check = 1;           /* secure mode is checked mode and more */
 }
 
 HAK_EXPORT int hak_option_set(const char *name, const char *value) {

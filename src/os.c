@@ -82,6 +82,12 @@ static bool sys_as_limited(void) {
     errno = saved;
     return limited;
 }
+static bool sys_getrandom(void *buf, size_t len) {
+    int saved = errno;
+    bool ok = syscall(SYS_getrandom, buf, len, 0) == (long)len;
+    errno = saved;
+    return ok;
+}
 static void sys_futex(_Atomic int *word, int op, int value, const struct timespec *timeout) {
     int saved = errno;
     syscall(SYS_futex, (int *)word, op, value, timeout, NULL, 0);
@@ -399,6 +405,15 @@ void _hak_os_wait(_Atomic int *word, int value, long ms) {
 
 void _hak_os_wake(_Atomic int *word) { sys_futex(word, FUTEX_WAKE_PRIVATE, 1, NULL); }
 void _hak_os_wake_all(_Atomic int *word) { sys_futex(word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL); }
+
+/* Where the kernel has no getrandom (before 3.17), the clock and an address stand in. */
+uint64_t _hak_os_random(void) {
+    uint64_t r;
+    if (sys_getrandom(&r, sizeof r)) return r;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ (uintptr_t)&r;
+}
 
 uint64_t _hak_now_ms(void) {
     struct timespec ts;

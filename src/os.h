@@ -27,6 +27,7 @@ void _hak_os_wait(_Atomic int *word, int value, long ms);
 void _hak_os_wake(_Atomic int *word);              /* wakes one sleeper */
 void _hak_os_wake_all(_Atomic int *word);
 uint64_t _hak_now_ms(void);
+uint64_t _hak_os_random(void);                /* 64 bits from the kernel (getrandom) */
 
 /* What fork needs of the C library (init.c): whether the process has only ever had one
  * thread, and the lock of its list of stdio streams, which fork takes (no-ops where the C

@@ -300,6 +300,50 @@ static bool restore_page(hak_span_t *s) {
     return false;
 }
 
+/* ---- HAKMEM_SECURE: blocks in a random order ---------------------------------------------
+ * A span of secure mode is carved whole when it is taken (every block in its bitmap, and
+ * free in the free map: the pages stay untouched until a block in them is handed out), and
+ * each block handed out is a random one of the free ones, fresh or freed: where the next
+ * block lies says nothing to an attacker who saw the last one. */
+static HAK_TLS uint64_t rng;
+
+static uint64_t random64(void) {
+    if (rng == 0) rng = _hak_os_random() | 1;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+void _hak_span_carve_all(hak_span_t *s) {
+    uint32_t cap = s->capacity;
+    /* a block handed out must read as fill or as zero (check.c): a span whose memory is
+     * not known to be zero (resident already, its earlier layout's fill and slack) is
+     * filled now */
+    if (!s->zero) _hak_check_fill(s->start, (size_t)(s->end - s->start));
+    for (uint32_t w = 0; w < (cap + 63) / 64; w++)
+        s->free[w] = w < cap / 64 ? ~0ull : (1ull << (cap % 64)) - 1;
+    s->nfree = cap;
+    s->bump = s->end;
+    s->zero = 0;
+    for (uint32_t i = 0; i < cap; i++) _hak_freemap_set(s, s->start + (size_t)i * s->bsize, true);
+}
+
+/* One free block, at random (nfree > 0): the first set bit from a random one on. */
+static void *take_random(hak_span_t *s) {
+    uint32_t words = (s->capacity + 63) / 64, w = (uint32_t)(random64() % words);
+    uint64_t *bits = s->free, x = bits[w] & (~0ull << (random64() % 64));
+    while (x == 0) {
+        w = (w + 1) % words;
+        x = bits[w];
+    }
+    uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(x);
+    bits[w] &= ~(1ull << (i % 64));
+    s->nfree--;
+    s->used++;
+    return s->start + (size_t)i * s->bsize;
+}
+
 /* The n lowest free blocks leave the bitmap (n <= nfree): the first through *first, the
  * others linked in address order for tc, their list returned (NULL for n = 1): each
  * carries tc's address in its second word, as a cached block does (heap.h, hak_tc_take).
@@ -344,7 +388,12 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
     if (s->nfree == 0 && s->bump == s->end) restore_page(s);
     if (s->nfree > 0) {
         uint32_t n = want < s->nfree ? want : s->nfree;
-        tc->head = take_free(s, n, first, tc);
+        if (unlikely(_hak_opt.secure) && n == 1) {       /* (checked mode: one at a time) */
+            *first = take_random(s);
+            tc->head = NULL;
+        } else {
+            tc->head = take_free(s, n, first, tc);
+        }
         hak_tc_set_room(tc, tc->cap + 1 - (n - 1));
         *zero = false;
         /* the first block leaves hakmem: it must have been free, and untouched since */
@@ -482,6 +531,13 @@ void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
     }
     HAK_DEBUG_FREED(p);
     count_remote(cls, count, push_remote(s, p, false));
+}
+
+/* A checked block (check.c's checks done) onto its span's remote list: secure mode's
+ * quarantine lets its blocks go here. */
+void _hak_span_push_checked(hak_span_t *s, void *p, uint64_t *count) {
+    unsigned cls = s->cls;
+    count_remote(cls, count, push_remote(s, p, true));
 }
 
 /* (always_inline: in the one translation unit, free's remote path is this CAS, no call) */

@@ -51,6 +51,8 @@ FAST_PATH bool hak_span_put(hak_span_t *s, const void *b) {
 
 uint32_t _hak_span_collect_remote(hak_span_t *s);
 uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **first, bool *zero);
+void _hak_span_carve_all(hak_span_t *s);          /* HAKMEM_SECURE: a span just taken */
+void _hak_span_push_checked(hak_span_t *s, void *p, uint64_t *count);
 /* A free from a thread that does not own s. `count`: the freeing thread's counter of remote
  * frees of the class (NULL: the thread is past its exit and has no heap; a global counter
  * is used). */

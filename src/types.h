@@ -223,6 +223,9 @@ typedef struct hak_bin_s {
     hak_span_t *full;              /* spans with every block out */
 } hak_bin_t;
 
+#define HAK_QUARANTINE 256                     /* blocks a thread holds back (secure) */
+#define HAK_QUARANTINE_BYTES ((size_t)4 << 20)  /* ... and at most this many bytes */
+
 struct hak_heap_s {
     hak_tcache_t tc[HAK_NCLASSES];             /* the hot part: malloc pops, free pushes */
     _Atomic(hak_span_t *) notified;            /* full spans that received a remote free */
@@ -248,6 +251,11 @@ struct hak_heap_s {
     hak_bin_t bins[HAK_NCLASSES];
     hak_heap_stats_t st;
     pthread_mutex_t lock;                      /* span lists: owner's slow paths, reclaimers */
+    /* HAKMEM_SECURE's quarantine (heap.c): freed blocks held back from reuse, oldest at
+     * quar_next; owner-private */
+    void *quar[HAK_QUARANTINE];
+    uint32_t quar_next, quar_count;
+    size_t quar_bytes;
 };
 
 #endif /* HAKMEM_TYPES_H */

@@ -161,6 +161,7 @@ def test_huge_loop_rss_under_bigcache_sizes(cap):
 # tiny caches, lazy purging with huge pages); the contract must hold under each.
 OPTION_SETS = {
     "checked": {"HAKMEM_CHECK": "1"},
+    "secure": {"HAKMEM_SECURE": "1"},
     "eager_return": {"HAKMEM_PURGE_DELAY_MS": "0", "HAKMEM_DIRTY_MAX_MB": "0",
                      "HAKMEM_SUPERSLAB_RETAIN": "0", "HAKMEM_BIGCACHE_MB": "0"},
     "tiny_tcache": {"HAKMEM_TCACHE_MAX": "1"},
