@@ -11,7 +11,10 @@
 #                     the trace pictures docs/img/phases-*.png
 #   make bench-phases-grid  search each scenario's best fixed options (scripts/phases_grid.py)
 #                     into bench/phases_tuned.json, the "off+tuned" setting (about 15 minutes)
-#   make bench-peers  install mimalloc, jemalloc and tcmalloc from Debian (apt-get, as root)
+#   make bench-exploit the heap exploitation cases under glibc, hakmem and the peers (a table)
+#   make bench-peers  install mimalloc, jemalloc and tcmalloc from Debian (apt-get, as root),
+#                     and build snmalloc and mimalloc 3 from their crates' sources into
+#                     $(BUILD)/peers (scripts/build_peers.sh)
 #   make bench-progs  only build the workload programs into $(BUILD)/bench/
 #
 # The workloads are plain C programs that call the malloc family and nothing else, built
@@ -28,7 +31,8 @@ BENCH_ARGS    ?=
 BENCH_RUN      = BENCH_MAKE_TARGET="make $@$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
                  $(BENCH_PYTHON) bench/run.py --build $(BUILD)
 
-.PHONY: bench bench-full bench-peers bench-instr bench-progs bench-phases bench-phases-grid
+.PHONY: bench bench-full bench-peers bench-instr bench-progs bench-phases bench-phases-grid \
+        bench-exploit
 
 bench-progs: $(BENCH_BINS)
 
@@ -52,6 +56,12 @@ GRID_ARGS ?=
 bench-phases-grid: lib $(BUILD)/bench/phases
 	$(BENCH_PYTHON) scripts/phases_grid.py --build $(BUILD) --write $(GRID_ARGS)
 
+# The heap exploitation cases (tests/exploit/exploit.c) under glibc, hakmem's modes and the
+# peers: the table in docs/SECURITY.md (BENCH_ARGS=--publish copies it to bench/published/).
+bench-exploit: lib $(BUILD)/tests/exploit/exploit
+	$(BENCH_PYTHON) bench/exploit.py --build $(BUILD) $(BENCH_ARGS)
+
 bench-peers:
 	apt-get update
-	apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4
+	apt-get install -y libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 cmake g++
+	scripts/build_peers.sh $(BUILD)/peers

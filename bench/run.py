@@ -60,14 +60,23 @@ PEERS = {
 HAKMEM_BUILDS = {"hakmem": "libhakmem.so",
                  "hakmem-pgo": os.path.join("pgo", "libhakmem.so")}      # make pgo (mk/pgo.mk)
 HAKMEM_MAKE = {"hakmem": "make lib", "hakmem-pgo": "make pgo"}
-ALLOCATOR_ORDER = ["glibc", "hakmem", "hakmem-pgo", "mimalloc", "jemalloc", "tcmalloc"]
-DEFAULT_ALLOCATORS = ["glibc", "hakmem"] + list(PEERS)
-PEER_NAMES = list(PEERS)
+# Peers Debian does not package, built from the sources their crates ship by `make
+# bench-peers` (scripts/build_peers.sh): name -> the library's path under the build folder.
+BUILT_PEERS = {"snmalloc": os.path.join("peers", "libsnmallocshim.so"),
+               "mimalloc3": os.path.join("peers", "libmimalloc3.so")}
+ALLOCATOR_ORDER = ["glibc", "hakmem", "hakmem-pgo", "mimalloc", "jemalloc", "tcmalloc",
+                   "snmalloc", "mimalloc3"]
+DEFAULT_ALLOCATORS = ["glibc", "hakmem"] + list(PEERS) + list(BUILT_PEERS)
+PEER_NAMES = list(PEERS) + list(BUILT_PEERS)
 VARIANTS = [a for a in HAKMEM_BUILDS if a != "hakmem"]
 
 
-def find_peer(name, libdir=SYSTEM_LIBDIR):
-    """Path of a peer allocator's shared library, or None if it is not installed."""
+def find_peer(name, libdir=SYSTEM_LIBDIR, build_dir=None):
+    """Path of a peer allocator's shared library, or None if it is not installed (a built
+    peer: under build_dir, by default the repository's build/)."""
+    if name in BUILT_PEERS:
+        path = os.path.join(build_dir or os.path.join(REPO, "build"), BUILT_PEERS[name])
+        return os.path.abspath(path) if os.path.exists(path) else None
     patterns, _ = PEERS[name]
     found = []
     for pat in patterns:
@@ -90,9 +99,12 @@ def detect_allocators(build_dir, libdir=SYSTEM_LIBDIR, wanted=None):
         else:
             notes.append("%s: %s not found (run `%s`); %s is left out" % (name, hak, HAKMEM_MAKE[name], name))
     for name in PEER_NAMES:
-        path = find_peer(name, libdir)
+        path = find_peer(name, libdir, build_dir)
         if path:
             allocs[name] = path
+        elif name in BUILT_PEERS:
+            notes.append("%s: not built (`make bench-peers` builds it from its crate's source)"
+                         % name)
         else:
             notes.append("%s: not installed (apt-get install -y %s, or `make bench-peers`)"
                          % (name, PEERS[name][1]))

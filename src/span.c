@@ -470,17 +470,30 @@ static SLOW_PATH void remote_notify(hak_span_t *s) {
     _hak_span_notify_done(s);
 }
 
+/* A remote free of p, whose owner caches with key: is p free already (push_remote)? */
+FAST_PATH bool remote_freed_twice(const void *p, const void *key) {
+    const void *w = ((void *const *)p)[1];
+    return w == key || w == REMOTE_MARK;
+}
+
 /* Release: the block's contents and link are published with it. Acquire: reading FULL
  * here means the owner parked the span (its list links, s->owner) before this. `checked`
  * is a constant in each caller: checked mode also writes the link's key word, the others
  * REMOTE_MARK. A free block carries the owner's cache address in its second word (in the
  * cache, or at home) or REMOTE_MARK (on a remote list), and a live block neither (malloc
  * clears it): a block that carries one is freed twice, whoever freed it first
- * (docs/SECURITY.md), which the callers check before they come here (remote_freed_twice).
- * false: p was freed twice, reported and not pushed. */
+ * (docs/SECURITY.md). `key`: the owner's (REMOTE_MARK where there is no owner; unused in
+ * checked mode). false: p was freed twice, reported and not pushed. */
 _Static_assert(HAK_RS_NORMAL == 0 && HAK_RS_FULL == 1 && HAK_RS_NOTIFYING == 2, "push_remote");
-FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked) {
-    if (!checked) ((void **)p)[1] = REMOTE_MARK;            /* (the caller compared it) */
+FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked, const void *key) {
+    if (!checked) {
+        if (unlikely(remote_freed_twice(p, key))) {   /* (before the debug build's check) */
+            remote_double_free(s, p);
+            return false;
+        }
+        HAK_DEBUG_FREED(p);
+        ((void **)p)[1] = REMOTE_MARK;
+    }
     uintptr_t old = relaxed_load(&s->remote), nv;
     do {
         void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
@@ -498,12 +511,6 @@ FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked) {
     return true;
 }
 
-/* A remote free of p, whose owner caches with key: is p free already (push_remote)? */
-FAST_PATH bool remote_freed_twice(const void *p, const void *key) {
-    const void *w = ((void *const *)p)[1];
-    return w == key || w == REMOTE_MARK;
-}
-
 /* (cls read before the push: once pushed, the block may be collected and its span reused) */
 static void count_remote(unsigned cls, uint64_t *count, bool pushed) {
     if (!pushed) return;
@@ -513,7 +520,7 @@ static void count_remote(unsigned cls, uint64_t *count, bool pushed) {
 
 static SLOW_PATH void free_remote_checked(hak_span_t *s, void *p, uint64_t *count) {
     unsigned cls = s->cls;
-    if (_hak_check_free(s, p)) count_remote(cls, count, push_remote(s, p, true));
+    if (_hak_check_free(s, p)) count_remote(cls, count, push_remote(s, p, true, NULL));
 }
 
 void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
@@ -524,30 +531,19 @@ void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count) {
     unsigned cls = s->cls;
     /* (NULL: no owner, no cache; a snapshot, as in alloc.c's free_other) */
     void *key = __atomic_load_n(&hak_unit_of(hak_ss_of(p), p)->tc, __ATOMIC_RELAXED);
-    if (remote_freed_twice(p, key != NULL ? key : REMOTE_MARK)) {   /* (before the debug
-                                                                     build's check) */
-        remote_double_free(s, p);
-        return;
-    }
-    HAK_DEBUG_FREED(p);
-    count_remote(cls, count, push_remote(s, p, false));
+    count_remote(cls, count, push_remote(s, p, false, key != NULL ? key : REMOTE_MARK));
 }
 
 /* A checked block (check.c's checks done) onto its span's remote list: secure mode's
  * quarantine lets its blocks go here. */
 void _hak_span_push_checked(hak_span_t *s, void *p, uint64_t *count) {
     unsigned cls = s->cls;
-    count_remote(cls, count, push_remote(s, p, true));
+    count_remote(cls, count, push_remote(s, p, true, NULL));
 }
 
 /* (always_inline: in the one translation unit, free's remote path is this CAS, no call) */
 __attribute__((always_inline)) inline bool _hak_span_push_remote(hak_span_t *s, void *p, void *key) {
-    if (unlikely(remote_freed_twice(p, key))) {  /* (before the debug build's check) */
-        remote_double_free(s, p);
-        return false;
-    }
-    HAK_DEBUG_FREED(p);
-    return push_remote(s, p, false);
+    return push_remote(s, p, false, key);
 }
 
 /* Release: the drain's acquire exchange sees s->notify_next. */
