@@ -362,26 +362,29 @@ def fmt_mib(kb):
 
 # ---- running ---------------------------------------------------------------------------------
 
-def command_line(binary, argv, preload):
+def command_line(binary, argv, preload, env_extra=None):
     """The shell command that reproduces one run."""
     pre = "LD_PRELOAD=%s " % shlex.quote(preload) if preload else ""
+    pre += "".join("%s=%s " % (k, shlex.quote(v)) for k, v in sorted((env_extra or {}).items()))
     return pre + " ".join(shlex.quote(x) for x in [binary] + argv)
 
 
-def run_env(preload):
+def run_env(preload, env_extra=None):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload:
         env["LD_PRELOAD"] = preload
+    env.update(env_extra or {})
     return env
 
 
-def run_once(binary, argv, preload, timeout):
-    """Runs one workload; returns a dict with rc, the parsed result (or None) and an error."""
-    cmd = command_line(binary, argv, preload)
+def run_once(binary, argv, preload, timeout, env_extra=None):
+    """Runs one workload (env_extra: variables to set, such as a hakmem option); returns a
+    dict with rc, the parsed result (or None) and an error."""
+    cmd = command_line(binary, argv, preload, env_extra)
     try:
-        p = subprocess.run([binary] + argv, env=run_env(preload), capture_output=True, text=True,
-                           timeout=timeout)
+        p = subprocess.run([binary] + argv, env=run_env(preload, env_extra), capture_output=True,
+                           text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"rc": None, "result": None, "error": "timeout after %ss" % timeout, "cmd": cmd}
     if p.returncode != 0:

@@ -26,8 +26,9 @@ import run as bench  # noqa: E402  (bench/run.py: the cells, the peers, the RESU
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lib", action="append", required=True, metavar="NAME=PATH",
-                    help="a library to preload (repeat; the first is the baseline)")
+    ap.add_argument("--lib", action="append", required=True, metavar="NAME=PATH[,VAR=VALUE...]",
+                    help="a library to preload, with environment variables of its own "
+                         "(HAKMEM_SECURE=1, say) (repeat; the first is the baseline)")
     ap.add_argument("--peer", action="append", default=[], choices=bench.PEER_NAMES,
                     help="a peer allocator to run beside them (repeat)")
     ap.add_argument("--only", action="append", default=[], metavar="REGEX", help="cells to run")
@@ -36,12 +37,14 @@ def main():
     ap.add_argument("--build", default="build", help="folder holding bench/ (default build)")
     args = ap.parse_args()
 
-    libs = []
+    libs, envs = [], {}
     for spec in args.lib:
-        name, _, path = spec.partition("=")
-        if not path or not os.path.exists(path):
-            ap.error("--lib %r: want NAME=PATH of an existing library" % spec)
+        name, _, rest = spec.partition("=")
+        path, *assigns = rest.split(",")
+        if not path or not os.path.exists(path) or not all("=" in a for a in assigns):
+            ap.error("--lib %r: want NAME=PATH[,VAR=VALUE...] of an existing library" % spec)
         libs.append((name, os.path.abspath(path)))
+        envs[name] = dict(a.split("=", 1) for a in assigns)
     for p in args.peer:
         path = bench.find_peer(p)
         if path is None:
@@ -60,7 +63,7 @@ def main():
             for name, path in order:
                 argv = cell.argv("quick", {"ops": args.ops} if args.ops else None)
                 binary = os.path.join(args.build, "bench", cell.prog)
-                r = bench.run_once(binary, argv, path, 600)
+                r = bench.run_once(binary, argv, path, 600, envs.get(name))
                 if r["result"] is not None:
                     res[cell.name][name].append(float(r["result"]["ops_per_sec"]))
                     if "peak_rss_kb" in r["result"]:

@@ -2,8 +2,9 @@
 # build_peers.sh OUT — builds the peer allocators that Debian does not package, from the
 # sources the crates.io packages ship: snmalloc (snmalloc-sys, its upstream/ folder) and
 # mimalloc 3 (libmimalloc-sys, c_src/mimalloc/v3). `cargo fetch` brings them (cargo is
-# installed with rustup where it is missing); cmake builds each shared library, which is
-# copied to OUT/libsnmallocshim.so and OUT/libmimalloc3.so, where bench/run.py finds them.
+# installed with rustup where it is missing); cmake builds snmalloc's shared shim, cc builds
+# mimalloc 3's; they go to OUT/libsnmallocshim.so and OUT/libmimalloc3.so, where
+# bench/run.py finds them.
 # A peer that cannot be built is skipped with the reason; the others still are.
 set -uo pipefail
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -68,8 +69,16 @@ sn=$(crate_dir snmalloc-sys)
 [ -n "$sn" ] &&
     build snmalloc "$sn/upstream" libsnmallocshim.so libsnmallocshim.so \
         -DSNMALLOC_BUILD_TESTING=OFF -DSNMALLOC_HEADER_ONLY_LIBRARY=OFF
+# mimalloc 3: the crate ships its sources without the cmake/ folder its CMakeLists.txt
+# needs, so it is built as the crate's build.rs builds it: src/static.c (every source in one
+# unit), with malloc overridden, in release mode.
 mi=$(crate_dir libmimalloc-sys)
-[ -n "$mi" ] &&
-    build mimalloc3 "$mi/c_src/mimalloc/v3" libmimalloc.so libmimalloc3.so \
-        -DMI_BUILD_TESTS=OFF -DMI_BUILD_STATIC=OFF -DMI_BUILD_OBJECT=OFF
+v3=$mi/c_src/mimalloc/v3
+if [ -n "$mi" ] && [ -f "$v3/src/static.c" ] &&
+        cc -O3 -DNDEBUG -DMI_BUILD_RELEASE -DMI_MALLOC_OVERRIDE -fPIC -shared -I "$v3/include" \
+            "$v3/src/static.c" -o "$out/libmimalloc3.so" -lpthread >"$out/build-mimalloc3.log" 2>&1; then
+    echo "build_peers: mimalloc3 -> $out/libmimalloc3.so"
+else
+    echo "build_peers: mimalloc3 did not build (see $out/build-mimalloc3.log); skipped"
+fi
 exit 0
