@@ -1070,6 +1070,8 @@ def phase_settings(allocs, tuned, wanted=None):
                         "env": {"HAKMEM_LEARN": m}, "tuned": False})
         out.append({"name": "hakmem off+tuned", "alloc": "hakmem", "preload": pre,
                     "env": {"HAKMEM_LEARN": "off"}, "tuned": True, "tuned_env": dict(tuned)})
+        out.append({"name": "hakmem secure", "alloc": "hakmem", "preload": pre,
+                    "env": {"HAKMEM_SECURE": "1"}, "tuned": False})
     for a, pre in allocs.items():
         if a != "hakmem":
             out.append({"name": a, "alloc": a, "preload": pre, "env": {}, "tuned": False})

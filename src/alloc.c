@@ -149,12 +149,14 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     hak_heap_t *me = _hak_thread_heap;
     hak_span_t *s = hak_span_at(p, u);
     if (likely(owner > HAK_CHECK_OWNER && me != &_hak_empty_heap)) {
-        /* the counter first: once pushed, the block may be collected and its span reused */
-        uint64_t *count = &me->st.remote_frees[u->cls];
+        /* counted first, and not undone for a double free (reported; under warn the count
+         * is one over): once pushed, the block may be collected and its span reused, and a
+         * counter kept live across the push's rare call (the owner's notification) cost the
+         * common path saved registers */
+        me->st.remote_frees[u->cls]++;
         /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
          * changes meanwhile leaves a double free found later, not missed) */
-        void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
-        if (likely(_hak_span_push_remote(s, p, key))) (*count)++;
+        _hak_span_push_remote(s, p, __atomic_load_n(&u->tc, __ATOMIC_RELAXED));
         return;
     }
     free_other_slow(s, p, owner);

@@ -87,10 +87,10 @@ void _hak_debug_freed(const void *p) {
 #define LINK_KEY 0x5a17c0de0bad1dedull
 
 /* A block on a remote list carries REMOTE_MARK in its second word (outside checked mode):
- * the remote free writes it, the owner's collection checks it and replaces it with the
- * owner's cache address, the key every free block at home carries (a block freed again
- * from anywhere is then found by its key). An odd address in hakmem's own data: never a
- * cache's address (aligned), never what malloc leaves in a live block (0). */
+ * the remote free writes it, the owner's collection checks it (a block the owner freed
+ * into its cache meanwhile carries the cache's key there, and its first word is the
+ * cache's link, not the list's). An odd address in hakmem's own data: never a cache's
+ * address (aligned), never what malloc leaves in a live block (0). */
 static char remote_mark_base;
 #define REMOTE_MARK ((void *)(&remote_mark_base + 1))
 
@@ -150,7 +150,6 @@ static SLOW_PATH void home_twice(hak_span_t *s, void *b) {
 FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
     bounds_t k = bounds_of(s);
     uint64_t recip = s->recip, *bits = s->free;
-    void *home_key = __atomic_load_n(&hak_unit_of(hak_ss_of(s), s->start)->tc, __ATOMIC_RELAXED);
     uint32_t n = 0;
     uintptr_t off = (uintptr_t)b - k.start;           /* (the head passed free's checks) */
     for (;;) {
@@ -169,7 +168,6 @@ FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
             home_twice(s, b);
             break;
         }
-        if (!checked) ((void **)b)[1] = home_key;
         n++;
         if (unlikely(checked)) _hak_check_refill(b);
         /* the next block's offset, checked: NULL fails the test too, so one test finds
@@ -470,20 +468,23 @@ static SLOW_PATH void remote_notify(hak_span_t *s) {
     _hak_span_notify_done(s);
 }
 
-/* A remote free of p, whose owner caches with key: is p free already (push_remote)? */
+/* A remote free of p, whose owner caches with key: is p free already in the owner's
+ * cache, or at home after a flush (push_remote)? (A block on a remote list already carries
+ * REMOTE_MARK: its second free makes the list run in a cycle, which the collection finds
+ * when it meets the block home already. Not compared here: two instructions of every
+ * remote free, for a report a little earlier.) */
 FAST_PATH bool remote_freed_twice(const void *p, const void *key) {
-    const void *w = ((void *const *)p)[1];
-    return w == key || w == REMOTE_MARK;
+    return ((void *const *)p)[1] == key;
 }
 
 /* Release: the block's contents and link are published with it. Acquire: reading FULL
  * here means the owner parked the span (its list links, s->owner) before this. `checked`
  * is a constant in each caller: checked mode also writes the link's key word, the others
- * REMOTE_MARK. A free block carries the owner's cache address in its second word (in the
- * cache, or at home) or REMOTE_MARK (on a remote list), and a live block neither (malloc
- * clears it): a block that carries one is freed twice, whoever freed it first
- * (docs/SECURITY.md). `key`: the owner's (REMOTE_MARK where there is no owner; unused in
- * checked mode). false: p was freed twice, reported and not pushed. */
+ * REMOTE_MARK. A block the owner freed carries the owner's cache address in its second word
+ * (in the cache, or at home after a flush), and a live block does not (malloc clears it):
+ * a remote free that finds it is the second free of the block (docs/SECURITY.md). `key`:
+ * the owner's (REMOTE_MARK where there is no owner; unused in checked mode). false: p was
+ * freed twice, reported and not pushed. */
 _Static_assert(HAK_RS_NORMAL == 0 && HAK_RS_FULL == 1 && HAK_RS_NOTIFYING == 2, "push_remote");
 FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked, const void *key) {
     if (!checked) {

@@ -560,7 +560,7 @@ def test_phase_settings_and_environments(tmp_path):
     st = run.phase_settings(allocs, tuned)
     assert [x["name"] for x in st] == ["hakmem", "hakmem learn=off", "hakmem learn=speed",
                                        "hakmem learn=balanced", "hakmem learn=memory",
-                                       "hakmem off+tuned", "glibc", "mimalloc"]
+                                       "hakmem off+tuned", "hakmem secure", "glibc", "mimalloc"]
     by = {x["name"]: x for x in st}
     cells = {c.name: c for c in run.select_cells(None, group="phases")}
     assert run.setting_env(by["hakmem"], cells["phases_burst"]) == {}
@@ -568,6 +568,7 @@ def test_phase_settings_and_environments(tmp_path):
     assert run.setting_env(by["hakmem off+tuned"], cells["phases_burst"]) == {
         "HAKMEM_LEARN": "off", "HAKMEM_PURGE_DELAY_MS": "0"}
     assert run.setting_env(by["hakmem off+tuned"], cells["phases_periodic"]) == {"HAKMEM_LEARN": "off"}
+    assert run.setting_env(by["hakmem secure"], cells["phases_burst"]) == {"HAKMEM_SECURE": "1"}
     assert by["hakmem off+tuned"]["preload"] == "/h.so" and by["glibc"]["preload"] is None
     assert [x["name"] for x in run.phase_settings(allocs, tuned, ["glibc", "hakmem learn=off"])] == \
         ["hakmem learn=off", "glibc"]

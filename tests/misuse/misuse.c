@@ -90,9 +90,8 @@ int main(int argc, char **argv) {
         on_a_thread(free_it, p);
     }
     else if (!strcmp(c, "remote_double_free_cycle")) {
-        /* p, q, p from another thread: the second free of p finds the key the first one
-         * wrote (before the key, the owner met the cycle this made in the span's remote list
-         * when it collected it: malloc_trim makes it collect now) */
+        /* p, q, p from another thread: the span's remote list runs in a cycle, which the
+         * owner meets when it collects (malloc_trim makes it collect now) */
         void *pq[2] = { malloc(100), malloc(100) };
         on_a_thread(free_p_q_p, pq);
         malloc_trim(0);
