@@ -469,12 +469,15 @@ static SLOW_PATH void remote_notify(hak_span_t *s) {
 }
 
 /* A remote free of p, whose owner caches with key: is p free already in the owner's
- * cache, or at home after a flush (push_remote)? (A block on a remote list already carries
- * REMOTE_MARK: its second free makes the list run in a cycle, which the collection finds
- * when it meets the block home already. Not compared here: two instructions of every
- * remote free, for a report a little earlier.) */
+ * cache, or at home after a flush (push_remote)? key is NULL where the span lost its owner
+ * after the freer read the owner's slot (its thread exited): a live block's second word is
+ * NULL often (malloc clears it), so that is no double free; tested only once the compare
+ * matched. (A block on a remote list already carries REMOTE_MARK: its second free makes
+ * the list run in a cycle, which the collection finds when it meets the block home
+ * already. Not compared here: two instructions of every remote free, for a report a little
+ * earlier.) */
 FAST_PATH bool remote_freed_twice(const void *p, const void *key) {
-    return ((void *const *)p)[1] == key;
+    return unlikely(((void *const *)p)[1] == key) && key != NULL;
 }
 
 /* Release: the block's contents and link are published with it. Acquire: reading FULL

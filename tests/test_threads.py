@@ -38,3 +38,14 @@ def test_remote_frees_to_idle_owner(variant):
     # idle owner"). Against glibc only the numbers are printed.
     r = run_program("idle_owner", variant=variant, timeout=60)
     assert_checks_passed(r, "idle_owner")
+
+
+@pytest.mark.parametrize("variant", VARIANTS + ARENA_VARIANTS)
+def test_frees_while_the_owner_exits(variant):
+    # Sets of blocks freed by a fresh thread while the thread that made them exits (larson's
+    # shape): no report of a double free that is none, no block changed. (The race that made
+    # one — the owner's slot read before its exit, its cache's address after — is hit
+    # directly by unit_remote_key; this is the program that larson is.)
+    r = run_program("handoff_exit", ["3000"], variant=variant, timeout=120)
+    assert_checks_passed(r, "handoff_exit")
+    assert "hakmem:" not in r.stderr, r.stderr[-2000:]
