@@ -239,6 +239,7 @@ static hak_heap_t *heap_new(void) {
     /* A reclaimer may still hold a recycled heap's lock (it saw the heap live): wait */
     hak_lock(&h->lock);
     memset(h->tc, 0, sizeof h->tc);
+    memset(h->moved, 0, sizeof h->moved);
     memset(h->bins, 0, sizeof h->bins);
     memset(&h->st, 0, sizeof h->st);
     relaxed_store(&h->notified, NULL);
@@ -426,7 +427,7 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
             void *first;
             uint32_t got = _hak_span_fill(s, tc, want, &first, zero);
             if (got) {
-                tc->moved += got;                   /* the first is handed out at once: */
+                h->moved[c] += got;                   /* the first is handed out at once: */
                 tc->nalloc++;                       /* in, and out again (not out of the */
                 tc->base++;                         /* cache: its room stays) */
                 if (unlikely(_hak_opt.check)) {
@@ -479,7 +480,7 @@ static void *aligned_locked(hak_heap_t *h, size_t c, size_t align) {
             void *first;
             bool zero;
             if (_hak_span_fill(s, &one, 1, &first, &zero)) {
-                tc->moved++;                        /* in, and out again */
+                h->moved[c]++;                      /* in, and out again */
                 tc->nalloc++;
                 tc->base++;                         /* (the cache's room stays) */
                 if (!zero) ((void **)first)[1] = NULL;
@@ -518,7 +519,7 @@ static SLOW_PATH void cut_cache(hak_tcache_t *tc, void **link) {
         kept++;
     *link = NULL;
     hak_tc_set_room(tc, tc->cap + 1 - kept);
-    tc->moved -= (int64_t)(count - kept);       /* out of the cache: lost */
+    _hak_thread_heap->moved[tc - _hak_thread_heap->tc] -= (int64_t)(count - kept);  /* lost */
 }
 
 SLOW_PATH void *_hak_heap_tc_damaged(hak_tcache_t *tc) {
@@ -773,7 +774,7 @@ SLOW_PATH void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     }
     if (prev) *(void **)prev = NULL; else tc->head = NULL;
     hak_tc_set_room(tc, tc->cap + 1 - i);
-    tc->moved -= (int64_t)(count - i);      /* out of the cache: sent home (or lost, damaged) */
+    h->moved[tc - h->tc] -= (int64_t)(count - i);    /* out of the cache: sent home (or lost) */
     /* a list longer than the count cached: a cycle (a block freed twice), or damage */
     b = send_home(h, tc, b, count - i, &sent);
     if (b != NULL) _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[tc - h->tc]);
@@ -789,7 +790,7 @@ static void flush_newest(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     uint32_t left = rest != NULL ? count - sent : 0;
     tc->head = rest;
     hak_tc_set_room(tc, tc->cap + 1 - left);
-    tc->moved -= (int64_t)(count - left);    /* out of the cache: sent home (or lost, damaged) */
+    h->moved[tc - h->tc] -= (int64_t)(count - left);  /* out of the cache: sent home (or lost) */
 }
 
 void _hak_heap_flush_all(hak_heap_t *h) {
@@ -1022,9 +1023,10 @@ static uint32_t room_snapshot(const hak_tcache_t *tc) {
  * held came from a refill or a free, and left through a malloc or a flush, so frees =
  * mallocs - (refilled - flushed) + what it holds now. Read from another thread, a
  * snapshot. */
-static uint64_t tc_frees(const hak_tcache_t *tc) {
+static uint64_t tc_frees(const hak_heap_t *h, size_t c) {
+    const hak_tcache_t *tc = &h->tc[c];
     uint64_t nalloc = __atomic_load_n(&tc->nalloc, __ATOMIC_RELAXED);
-    int64_t moved = __atomic_load_n(&tc->moved, __ATOMIC_RELAXED);
+    int64_t moved = __atomic_load_n(&h->moved[c], __ATOMIC_RELAXED);
     uint32_t room = room_snapshot(tc), cap = tc->cap;
     int64_t held = room <= cap + 1 ? (int64_t)(cap + 1 - room) : 0;
     int64_t f = (int64_t)nalloc - moved + held;
@@ -1034,12 +1036,12 @@ static uint64_t tc_frees(const hak_tcache_t *tc) {
 static void merge_stats(hak_heap_t *h) {           /* heaps lock held */
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         merged.nalloc[c] += h->tc[c].nalloc;
-        merged.nfree[c] += tc_frees(&h->tc[c]);
+        merged.nfree[c] += tc_frees(h, c);
         merged.st.refills[c] += h->st.refills[c];
         merged.st.flushes[c] += h->st.flushes[c];
         merged.st.remote_frees[c] += h->st.remote_frees[c];
         h->tc[c].nalloc = 0;
-        h->tc[c].moved = 0;
+        h->moved[c] = 0;
     }
     memset(&h->st, 0, sizeof h->st);
 }
@@ -1090,7 +1092,7 @@ void _hak_heap_stats_add(hak_stats_t *out) {
             hak_class_stats_t *k = &out->cls[c];
             uint64_t r = __atomic_load_n(&h->st.remote_frees[c], __ATOMIC_RELAXED);
             k->allocs += __atomic_load_n(&h->tc[c].nalloc, __ATOMIC_RELAXED);
-            k->frees += tc_frees(&h->tc[c]) + r;
+            k->frees += tc_frees(h, c) + r;
             k->refills += __atomic_load_n(&h->st.refills[c], __ATOMIC_RELAXED);
             k->flushes += __atomic_load_n(&h->st.flushes[c], __ATOMIC_RELAXED);
             k->remote_frees += r;

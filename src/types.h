@@ -118,16 +118,19 @@ struct hak_span_s {
     uint64_t inline_bits[HAK_SPAN_INLINE_BITS / 64];
 };
 
+/* 32 bytes, so that no entry of a heap's array (which starts on a cache line) straddles
+ * two lines: malloc reads head and writes nalloc, free reads head and room. The slow
+ * paths' own count of a class (moved) lives beside the array, in the heap. */
 typedef struct hak_tcache_s {
     void    *head;                 /* free blocks of this class, LIFO */
+    uint64_t nalloc;               /* blocks handed out (the fast path counts; statistics) */
     uint32_t room;                 /* free's countdown: room + nalloc - base is the frees
                                       left before the cache is over cap (span.h) */
     uint32_t cap;                  /* blocks kept at most */
-    uint64_t nalloc;               /* blocks handed out (the fast path counts; statistics) */
-    int64_t  moved;                /* blocks refills put in minus blocks flushes took out
-                                      (slow paths): frees here = nalloc - moved + count */
     uint32_t base;                 /* nalloc's low bits when a slow path last set room */
+    uint32_t pad;
 } hak_tcache_t;
+_Static_assert(sizeof(hak_tcache_t) == 32, "a thread cache entry is half a cache line");
 
 /* What free needs about a 64 KiB unit, in one 32-byte slot found by shifting the address:
  * a copy of its span's owner and of the address of the owner's tcache for the class, and
@@ -249,6 +252,9 @@ struct hak_heap_s {
     hak_heap_t *next_all;                      /* every heap ever made */
     hak_heap_t *next_free;                     /* recycled heaps */
     hak_bin_t bins[HAK_NCLASSES];
+    int64_t moved[HAK_NCLASSES];               /* per class: blocks refills put in the cache
+                                                  minus blocks flushes took out (slow paths):
+                                                  frees there = nalloc - moved + held */
     hak_heap_stats_t st;
     pthread_mutex_t lock;                      /* span lists: owner's slow paths, reclaimers */
     /* HAKMEM_SECURE's quarantine (heap.c): freed blocks held back from reuse, oldest at
