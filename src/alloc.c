@@ -12,7 +12,9 @@
 #include "check.h"
 #include "counters.h"
 #include "diag.h"
+#include "cross_thread.h"
 #include "heap.h"
+#include "tcache.h"
 #include "huge.h"
 #include "init.h"
 #include "learn.h"
@@ -101,7 +103,7 @@ static SLOW_PATH void flush_slow(hak_tcache_t *tc) {
         return;
     }
     hak_heap_t *h = _hak_thread_heap;
-    _hak_heap_flush_full(h, tc);
+    _hak_tcache_flush_full(h, tc);
     _hak_purge_thread_poll();
     hak_learn_countdown(h);
 }
@@ -117,7 +119,7 @@ FAST_PATH void tc_push(hak_tcache_t *tc, void *p) {
 
 /* The block carries the key: a double free, or user data that happens to match. */
 static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
-    if (_hak_heap_is_cached(_hak_thread_heap, tc, p)) {
+    if (_hak_tcache_is_free(_hak_thread_heap, tc, p)) {
         _hak_report("free", HAK_ERR_DOUBLE_FREE, p, hak_span_of(hak_ss_of(p), p)->bsize);
         return;
     }
@@ -134,7 +136,7 @@ static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
     hak_heap_t *me = _hak_heap_thread();
     uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;
     if (unlikely(_hak_opt.secure) && me != NULL && !me->shared) {
-        _hak_heap_quarantine(me, s, p);
+        _hak_tcache_quarantine(me, s, p);
         return;
     }
     if (owner == 0 && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;

@@ -5,6 +5,7 @@
 #define HAKMEM_ALLOC_H
 #include "internal.h"
 #include "heap.h"
+#include "tcache.h"
 #include "size_class.h"
 
 /* The tcache of heap h that serves malloc(n) into *tc — a table load up to 64 KiB, a count

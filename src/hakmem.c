@@ -14,6 +14,8 @@
 #include "check.c"
 #include "span.c"
 #include "heap.c"
+#include "tcache.c"
+#include "cross_thread.c"
 #include "huge.c"
 #include "learn.c"
 #include "purge_thread.c"

@@ -1,38 +1,20 @@
-/* heap.h — thread heaps: the tcaches the fast paths use, refill, flush, adoption, reclaim
- * for idle owners, thread exit, fork (heap.c). */
+/* heap.h — a thread's heap: its making, its refills, its spans' lists, the shared heap
+ * (heap.c). The heap layer is three files: this one, the owner's caches (tcache.h) and
+ * what other threads may do to a heap (cross_thread.h). */
 #ifndef HAKMEM_HEAP_H
 #define HAKMEM_HEAP_H
 #include "internal.h"
+#include "diag.h"
 #include "span.h"
 
 extern hak_heap_t _hak_empty_heap;
 extern HAK_TLS hak_heap_t *_hak_thread_heap;
+extern hak_heap_t *_hak_heaps_all;          /* every heap ever made, newest first (heaps
+                                               are never unlinked: walkers take no lock) */
 
 /* While at least HAK_NURSERY_THREADS threads live, a thread's first HAK_NURSERY_BLOCKS
  * blocks of each tiny class come from the shared heap (heap.c: nursery). */
 enum { HAK_NURSERY_THREADS = 64, HAK_NURSERY_BLOCKS = 8 };
-
-static inline uint32_t hak_tc_count(const hak_tcache_t *tc) { return tc->cap + 1 - hak_tc_room(tc); }
-
-/* A cached block whose second word is not its cache's address: the link that led to it was
- * forged or damaged (a use after free, an overrun). Reported, never handed out; under
- * HAKMEM_ON_ERROR=warn the list is cut there and a fresh block is returned. */
-SLOW_PATH void *_hak_heap_tc_damaged(hak_tcache_t *tc);
-/* HAKMEM_SECURE: a free of block p of span s, checked and held back a while (heap.c). */
-void _hak_heap_quarantine(hak_heap_t *h, hak_span_t *s, void *p);
-
-/* The one tcache pop: the head block, which the caller knows is there. Every block in a
- * tcache carries the cache's address in its second word (free and a refill write it), so
- * a link that a program's write redirected is caught before what it points to leaves:
- * the check is one compare with memory (docs/SECURITY.md). */
-FAST_PATH void *hak_tc_take(hak_tcache_t *tc) {
-    void *b = tc->head;
-    if (unlikely(((void **)b)[1] != (void *)tc)) return _hak_heap_tc_damaged(tc);
-    tc->head = *(void **)b;
-    tc->nalloc++;
-    HAK_DEBUG_HANDOUT(b);
-    return b;
-}
 
 /* The slow path of malloc (clear = false) and calloc (clear = true) for class cls: sets up
  * the thread's heap on its first call. NULL: no memory (errno untouched). */
@@ -45,30 +27,41 @@ void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t cls, size_t align);
  * threads' blocks gets one at its first such free). NULL: past the thread's exit, or no
  * memory. */
 hak_heap_t *_hak_heap_thread(void);
-void _hak_heap_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
-void _hak_heap_flush_all(hak_heap_t *h);
-/* Reclaim: remote-freed blocks home, empty spans back to the pool; deep: the free pages of
- * spans in use back to the kernel as well. */
-void _hak_heap_release_idle(hak_heap_t *h, bool deep);
-enum { RECLAIM_SPANS, RECLAIM_IDLE_PAGES, RECLAIM_PAGES };
-void _hak_heap_reclaim_all(int depth);
-bool _hak_heap_is_cached(hak_heap_t *h, hak_tcache_t *tc, void *p);
-void _hak_heap_sweep_abandoned(void);
-bool _hak_heap_adopt_on_free(hak_span_t *s, void *p);
 void _hak_heap_init_key(void);             /* the thread-exit key (process start-up) */
-/* Thread-cache depths: heaps start at base_pct of the built-in depth (at most base_bytes
- * of blocks, when not 0) and move between floor_pct and max_pct, past the built-in depth
- * only while a class's cache holds at most grow_bytes and the heap's classes together hold
- * at most heap_grow_bytes more than their built-in depths (0: no bound) (learn.c;
- * 100/100/100 is the fixed policy). */
-void _hak_heap_set_cache_policy(unsigned floor_pct, unsigned base_pct, size_t base_bytes,
-                                unsigned max_pct, size_t grow_bytes, size_t heap_grow_bytes);
-/* free's flush of a full cache. */
-void _hak_heap_flush_full(hak_heap_t *h, hak_tcache_t *tc);
-/* The owner's housekeeping of its heap h: unused classes' caches go home (see heap.c). */
-void _hak_heap_housekeep(hak_heap_t *h, bool pages);
-pthread_mutex_t *_hak_heap_fork(hak_fork_phase_t phase);
 /* Statistics: every live thread's counters and what exited threads left, added to out. */
 void _hak_heap_stats_add(hak_stats_t *out);
+pthread_mutex_t *_hak_heap_fork(hak_fork_phase_t phase);
+
+/* ---- within the heap layer (tcache.c, cross_thread.c), under the heap's lock ---------- */
+
+/* A span's place on one of its owner's lists (owner-private, doubly linked). */
+void _hak_heap_list_push(hak_span_t **head, hak_span_t *s);
+void _hak_heap_list_remove(hak_span_t **head, hak_span_t *s);
+/* Blocks other threads freed into s come home; true if then every block of s is home. */
+bool _hak_heap_all_home(hak_span_t *s);
+/* A span whose blocks are all home (and which is on no list) goes back to the pool. */
+void _hak_heap_span_release(hak_span_t *s);
+/* Blocks just came home to s: full to partial, and a partial span with every block home
+ * back to the pool (true). */
+SLOW_PATH bool _hak_heap_span_came_back(hak_heap_t *h, hak_span_t *s);
+SLOW_PATH void _hak_heap_report_corrupt(const void *b, size_t size);
+/* The free pages of a span in use back to the kernel, where they make a few pages. */
+size_t _hak_heap_purge_pages(hak_span_t *s);
+/* The heap of a thread that has ended, everything handed back: recycled. */
+void _hak_heap_retire(hak_heap_t *h);
+
+/* Block b goes home to its span s (the owner's own, so no atomics). A block found home
+ * already was freed twice (the second time after a use after free overwrote the key that
+ * catches it in free): reported, and kept home once. */
+FAST_PATH void hak_block_home(hak_heap_t *h, hak_span_t *s, void *b) {
+    hak_assert(relaxed_load(&s->owner) == h && s->list != SPAN_POOL && s->list != SPAN_ABANDONED);
+    (void)h;
+    if (unlikely(!hak_span_put(s, b))) {
+        _hak_heap_report_corrupt(b, s->bsize);
+        return;
+    }
+    hak_assert(s->used >= 1);
+    s->used--;
+}
 
 #endif

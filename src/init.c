@@ -8,7 +8,9 @@
  * from then on other threads make heaps. */
 #include "arena.h"
 #include "diag.h"
+#include "cross_thread.h"
 #include "heap.h"
+#include "tcache.h"
 #include "huge.h"
 #include "init.h"
 #include "learn.h"
@@ -30,7 +32,7 @@ static pthread_mutex_t init_lock = HAK_LOCK_INIT;
 static const hak_fn_entry_t known_functions[] = {
     FN(hak_malloc), FN(hak_free), FN(hak_calloc), FN(hak_realloc), FN(hak_usable_size),
     FN(hak_posix_memalign), FN(hak_aligned_alloc), FN(hak_trim), FN(hak_stats_get),
-    FN(_hak_heap_refill), FN(_hak_heap_flush), FN(_hak_heap_is_cached),
+    FN(_hak_heap_refill), FN(_hak_tcache_flush), FN(_hak_tcache_is_free),
     FN(_hak_span_fill), FN(_hak_span_collect_remote), FN(_hak_span_free_remote),
     FN(_hak_pool_acquire), FN(_hak_pool_release), FN(_hak_pool_purge),
     FN(_hak_huge_alloc), FN(_hak_huge_free), FN(_hak_huge_realloc), FN(_hak_report),
@@ -70,7 +72,7 @@ static HAK_TLS uint32_t fork_list;         /* bit d: the fork at depth d took th
 static HAK_TLS uint32_t fork_locked;       /* bit d: ... and hakmem's locks */
 
 static pthread_mutex_t *(*const fork_order[])(hak_fork_phase_t) = {
-    _hak_heap_fork, _hak_pool_fork, _hak_arena_fork, _hak_huge_fork, _hak_learn_fork,
+    _hak_heap_fork, _hak_cross_thread_fork, _hak_pool_fork, _hak_arena_fork, _hak_huge_fork, _hak_learn_fork,
     _hak_learned_fork,
 };
 #define FORK_MODULES (sizeof fork_order / sizeof fork_order[0])

@@ -33,7 +33,9 @@
  * parameters (learned.h): the statistics print it with its change count, the trace draws
  * it. Nothing here runs on a fast path: the api's slow paths count down a per-heap counter
  * and call in every 64th time. */
+#include "cross_thread.h"
 #include "heap.h"
+#include "tcache.h"
 #include "learn.h"
 #include "learned.h"
 #include "options.h"
@@ -88,7 +90,7 @@ void _hak_learn_init(void) {
     if (learn_delay) _hak_learned_start(i_delay, obj->delay_start);
     if (learn_cap) _hak_learned_start(i_cap, obj->cap_start);
     if (!_hak_option_explicit(&_hak_opt.tcache_max)) {
-        _hak_heap_set_cache_policy(obj->tc_floor, obj->tc_base, obj->tc_base_bytes, obj->tc_max,
+        _hak_tcache_set_policy(obj->tc_floor, obj->tc_base, obj->tc_base_bytes, obj->tc_max,
                                    obj->tc_grow, obj->tc_heap_grow);
         static const char *const tiers[] = { "tcache_tiny", "tcache_mid", "tcache_large" };
         for (size_t t = 0; t < 3; t++) {           /* the depth heaps start at now */
@@ -171,7 +173,7 @@ void _hak_learn_slow(hak_heap_t *h) {
     uint64_t now = _hak_now_ms();
     _hak_learn_tick(now);
     if (now - h->housekept_ms < HOUSEKEEP_MS) return;
-    if (h->housekept_ms != 0) _hak_heap_housekeep(h, obj->pages);
+    if (h->housekept_ms != 0) _hak_tcache_housekeep(h, obj->pages);
     else h->active = 0;                               /* first look: start counting */
     h->housekept_ms = now;
 }

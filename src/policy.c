@@ -23,7 +23,9 @@
  * so that the statistics and the trace show them whether or not anything adapts them. */
 #include <limits.h>
 #include "counters.h"
+#include "cross_thread.h"
 #include "heap.h"
+#include "tcache.h"
 #include "huge.h"
 #include "learned.h"
 #include "options.h"
@@ -34,7 +36,7 @@
 /* Step 0. Always worth a retry: blocks may have come home without freeing whole spans. */
 static bool reclaim(void) {
     hak_heap_t *h = _hak_thread_heap;
-    _hak_heap_flush_all(h);
+    _hak_tcache_flush_all(h);
     _hak_heap_release_idle(h, true);
     _hak_heap_reclaim_all(RECLAIM_PAGES);
     _hak_heap_sweep_abandoned();

@@ -28,7 +28,9 @@
 #include <signal.h>
 #include <time.h>
 #include "counters.h"
+#include "cross_thread.h"
 #include "heap.h"
+#include "tcache.h"
 #include "huge.h"
 #include "learn.h"
 #include "options.h"

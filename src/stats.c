@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include "counters.h"
+#include "cross_thread.h"
 #include "heap.h"
+#include "tcache.h"
 #include "huge.h"
 #include "learned.h"
 #include "options.h"

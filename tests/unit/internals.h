@@ -14,6 +14,8 @@
 #include "check.h"
 #include "span.h"
 #include "heap.h"
+#include "tcache.h"
+#include "cross_thread.h"
 #include "huge.h"
 #include "learn.h"
 #include "purge_thread.h"

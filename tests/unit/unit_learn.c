@@ -44,13 +44,13 @@ int main(void) {
     hak_tcache_t *tc = &h->tc[c];
     uint32_t base = _hak_class_cap[c];
 
-    _hak_heap_set_cache_policy(100, 100, 0, 100, 0, 0);    /* the fixed policy */
+    _hak_tcache_set_policy(100, 100, 0, 100, 0, 0);    /* the fixed policy */
     churn(4, N);
     churn(4, base * 3 / 2);
     CHECK(tc->cap == base, "fixed policy: depth %u, built-in %u", tc->cap, base);
 
     /* swings of 1.5 x the depth: it doubles once and then holds them (no flush, no drain) */
-    _hak_heap_set_cache_policy(100, 100, 0, 400, 1 << 20, 0);   /* speed */
+    _hak_tcache_set_policy(100, 100, 0, 400, 1 << 20, 0);   /* speed */
     churn(6, base * 3 / 2);
     CHECK(tc->cap >= 2 * base && tc->cap <= 4 * base, "depth %u after swings of %u (built-in %u)",
           tc->cap, base * 3 / 2, base);
@@ -63,27 +63,27 @@ int main(void) {
 
     hak_stats_t st0, st1;
     hak_stats_get(&st0);
-    _hak_heap_housekeep(h, true);                    /* the class was used: it stays */
+    _hak_tcache_housekeep(h, true);                    /* the class was used: it stays */
     CHECK(tc->cap == grown && tc->head != NULL);
-    _hak_heap_housekeep(h, true);                    /* idle since: home, and base depth */
+    _hak_tcache_housekeep(h, true);                    /* idle since: home, and base depth */
     hak_stats_get(&st1);
     CHECK(tc->head == NULL && hak_tc_count(tc) == 0, "an idle class kept %u blocks",
           (unsigned)hak_tc_count(tc));
     CHECK(tc->cap == base, "idle class at depth %u, base %u", tc->cap, base);
     CHECK(st1.purged > st0.purged, "housekeeping with pages purged nothing");
 
-    _hak_heap_set_cache_policy(25, 25, 0, 100, 0, 0);   /* memory: a quarter, up to the built-in */
-    _hak_heap_housekeep(h, false);
-    _hak_heap_housekeep(h, false);
+    _hak_tcache_set_policy(25, 25, 0, 100, 0, 0);   /* memory: a quarter, up to the built-in */
+    _hak_tcache_housekeep(h, false);
+    _hak_tcache_housekeep(h, false);
     CHECK(tc->cap == base / 4, "memory's base: depth %u, want %u", tc->cap, base / 4);
     churn(6, base / 2);
     CHECK(tc->cap <= base && tc->cap > base / 4, "memory: depth %u (base %u)", tc->cap, base / 4);
 
     /* a drain: N blocks taken and given back, many flushes with no refill between — the
      * depth halves per flush down to the floor, and little stays cached at the end */
-    _hak_heap_set_cache_policy(12, 100, 0, 400, 1 << 20, 0);  /* balanced */
-    _hak_heap_housekeep(h, false);
-    _hak_heap_housekeep(h, false);                   /* back at the base depth */
+    _hak_tcache_set_policy(12, 100, 0, 400, 1 << 20, 0);  /* balanced */
+    _hak_tcache_housekeep(h, false);
+    _hak_tcache_housekeep(h, false);                   /* back at the base depth */
     churn(6, base * 3 / 2);
     uint32_t before = tc->cap;
     churn(1, N);
@@ -112,18 +112,18 @@ int main(void) {
     hak_tcache_t *tb = &h->tc[cb];
     REQUIRE(_hak_class_cap[cb] == 1);
     void *x[4];
-    _hak_heap_set_cache_policy(100, 100, 0, 400, 1 << 20, 0);          /* speed */
-    _hak_heap_housekeep(h, false);
-    _hak_heap_housekeep(h, false);
+    _hak_tcache_set_policy(100, 100, 0, 400, 1 << 20, 0);          /* speed */
+    _hak_tcache_housekeep(h, false);
+    _hak_tcache_housekeep(h, false);
     for (int r = 0; r < 4; r++) {
         for (int i = 0; i < 4; i++) REQUIRE((x[i] = hak_malloc(BIG)) != NULL);
         for (int i = 0; i < 4; i++) hak_free(x[i]);
     }
     CHECK(tb->cap >= 2 && tb->cap <= (1u << 20) / BIG, "speed: depth %u of a %u B class",
           tb->cap, (unsigned)BIG);
-    _hak_heap_set_cache_policy(12, 100, 128 << 10, 400, 1 << 20, 2 << 20);  /* balanced */
-    _hak_heap_housekeep(h, false);
-    _hak_heap_housekeep(h, false);
+    _hak_tcache_set_policy(12, 100, 128 << 10, 400, 1 << 20, 2 << 20);  /* balanced */
+    _hak_tcache_housekeep(h, false);
+    _hak_tcache_housekeep(h, false);
     for (int r = 0; r < 4; r++) {
         for (int i = 0; i < 4; i++) REQUIRE((x[i] = hak_malloc(BIG)) != NULL);
         for (int i = 0; i < 4; i++) hak_free(x[i]);
@@ -137,9 +137,9 @@ int main(void) {
     size_t cm = hak_size_class(MID), cm2 = hak_size_class(MID2);
     hak_tcache_t *tm = &h->tc[cm], *tm2 = &h->tc[cm2];
     REQUIRE(_hak_class_size[cm] == MID && _hak_class_cap[cm] < 148);
-    _hak_heap_set_cache_policy(12, 100, 128 << 10, 400, 1 << 20, HEAP_GROW);
-    _hak_heap_housekeep(h, false);
-    _hak_heap_housekeep(h, false);
+    _hak_tcache_set_policy(12, 100, 128 << 10, 400, 1 << 20, HEAP_GROW);
+    _hak_tcache_housekeep(h, false);
+    _hak_tcache_housekeep(h, false);
     churn_size(MID, 6, 148);
     CHECK(tm->cap >= 148, "balanced: depth %u of a %u B class cycling 148 (built-in %u)",
           tm->cap, MID, (unsigned)_hak_class_cap[cm]);
@@ -162,10 +162,10 @@ int main(void) {
     hak_tcache_t *to = &h->tc[co];
     for (int pass = 0; pass < 2; pass++) {
         bool fixed = pass == 1;
-        if (fixed) _hak_heap_set_cache_policy(100, 100, 0, 100, 0, 0);
-        else _hak_heap_set_cache_policy(12, 100, 128 << 10, 400, 1 << 20, 2 << 20);
-        _hak_heap_housekeep(h, false);
-        _hak_heap_housekeep(h, false);
+        if (fixed) _hak_tcache_set_policy(100, 100, 0, 100, 0, 0);
+        else _hak_tcache_set_policy(12, 100, 128 << 10, 400, 1 << 20, 2 << 20);
+        _hak_tcache_housekeep(h, false);
+        _hak_tcache_housekeep(h, false);
         void *o[3];
         for (int i = 0; i < 3; i++) REQUIRE((o[i] = hak_malloc(OTHER)) != NULL);
         for (int i = 0; i < 3; i++) hak_free(o[i]);

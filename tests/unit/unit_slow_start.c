@@ -41,8 +41,8 @@ static void *body(void *arg) {
               (unsigned long long)r, got, expect, half);
     }
     for (int i = 0; i < n; i++) hak_free(b[i]);
-    _hak_heap_housekeep(h, false);                 /* used since the last one: stays */
-    _hak_heap_housekeep(h, false);                 /* idle: home, and a slow start again */
+    _hak_tcache_housekeep(h, false);                 /* used since the last one: stays */
+    _hak_tcache_housekeep(h, false);                 /* idle: home, and a slow start again */
     CHECK(tc->head == NULL && h->ramp[c] == 0, "an idle class kept its ramp (%u)", h->ramp[c]);
     uint64_t r0 = h->st.refills[c];
     n = 0;
