@@ -15,7 +15,7 @@ CC      ?= gcc
 BUILD   ?= build
 OPT     ?= -O2
 # -funwind-tables: C++ exceptions (std::bad_alloc, a new-handler's) unwind through the frames
-# of hakmem's operator new (src/override_cxx.c), whatever CFLAGS says about asynchronous
+# of hakmem's operator new (src/5-api/override_cxx.c), whatever CFLAGS says about asynchronous
 # unwind tables (on by default where hakmem builds: then it changes nothing).
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
               -fPIC -fvisibility=hidden -ftls-model=initial-exec -funwind-tables \
@@ -24,7 +24,7 @@ RELEASE_FLAGS = $(OPT) -DNDEBUG -fno-stack-protector -fomit-frame-pointer
 DEBUG_FLAGS   = -O1 -g -DHAKMEM_DEBUG=2
 LDLIBS_LIB    = -lpthread
 
-SRC_ALL := $(wildcard src/*.c) $(wildcard src/*.h) include/hakmem.h
+SRC_ALL := $(wildcard src/*.c src/*/*.c src/*/*.h src/*/*.def) include/hakmem.h
 
 .PHONY: all lib debug clean test bench bench-full bench-peers
 all: lib $(BUILD)/hakmem $(BUILD)/plot_trace.py
@@ -44,17 +44,17 @@ $(BUILD)/debug:
 $(BUILD)/debug/hakmem.o: $(SRC_ALL) | $(BUILD)/debug
 	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@
 
-# The shared library alone replaces pthread_create (src/override_pthread.c says why).
-$(BUILD)/obj/override_pthread.o: src/override_pthread.c $(SRC_ALL) | $(BUILD)/obj
-	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -c src/override_pthread.c -o $@
+# The shared library alone replaces pthread_create (src/5-api/override_pthread.c says why).
+$(BUILD)/obj/override_pthread.o: src/5-api/override_pthread.c $(SRC_ALL) | $(BUILD)/obj
+	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -c src/5-api/override_pthread.c -o $@
 $(BUILD)/libhakmem.so: $(BUILD)/obj/hakmem.o $(BUILD)/obj/override_pthread.o
 	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/libhakmem.a: $(BUILD)/obj/hakmem.o
 	rm -f $@ && ar rcs $@ $<
 $(BUILD)/libhakmem_api.a: $(BUILD)/obj/hakmem_api.o
 	rm -f $@ && ar rcs $@ $<
-$(BUILD)/debug/override_pthread.o: src/override_pthread.c $(SRC_ALL) | $(BUILD)/debug
-	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -c src/override_pthread.c -o $@
+$(BUILD)/debug/override_pthread.o: src/5-api/override_pthread.c $(SRC_ALL) | $(BUILD)/debug
+	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -c src/5-api/override_pthread.c -o $@
 $(BUILD)/debug/libhakmem.so: $(BUILD)/debug/hakmem.o $(BUILD)/debug/override_pthread.o
 	$(CC) -shared -Wl,-z,now -Wl,--no-undefined -o $@ $^ $(LDLIBS_LIB)
 $(BUILD)/debug/libhakmem.a: $(BUILD)/debug/hakmem.o

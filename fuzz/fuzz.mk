@@ -29,7 +29,7 @@ SAN_CC         ?= $(CC)
 FUZZ_DIR   := $(BUILD)/fuzz
 SAN_DIR    := $(BUILD)/san
 STRESS_DIR := $(BUILD)/stress
-HAK_SRCS   := $(wildcard src/*.c src/*.h src/*.def) include/hakmem.h
+HAK_SRCS   := $(wildcard src/*.c src/*/*.c src/*/*.h src/*/*.def) include/hakmem.h
 
 # The clang that can link libFuzzer (installed on demand). Evaluated when a fuzz target
 # runs, not when the Makefile is read.

@@ -1,7 +1,7 @@
 # mk/check.mk — the layering check (issue 10). Included by the top-level Makefile (which
 # defines CC, BUILD and CFLAGS_BASE).
 #
-#   make check-layers            every src/*.c compiled on its own into $(BUILD)/layers:
+#   make check-layers            every src/*/*.c compiled on its own into $(BUILD)/layers:
 #                                no call or #include of a layer above (the list is in
 #                                docs/ARCHITECTURE.md), mmap & co. only in the os layer,
 #                                each .c compiles alone with every prototype in a header

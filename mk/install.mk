@@ -6,7 +6,7 @@
 #                                      its picture with it)
 #   make install [PREFIX=/usr/local] [DESTDIR=]
 #   make uninstall [PREFIX=/usr/local] [DESTDIR=]
-#   make options-doc                   regenerate docs/OPTIONS.md from src/options.def
+#   make options-doc                   regenerate docs/OPTIONS.md from src/0-base/options.def
 #
 # Installed files (and exactly these are removed by uninstall):
 #   $(PREFIX)/lib/libhakmem.so  $(PREFIX)/lib/libhakmem.a  $(PREFIX)/include/hakmem.h
@@ -64,6 +64,6 @@ uninstall:
 	-rmdir $(SHAREDIR_I) 2>/dev/null || true
 
 # tests/test_options.py fails while docs/OPTIONS.md is stale: run this after editing
-# src/options.def.
+# src/0-base/options.def.
 options-doc:
 	$(PYTHON3) scripts/gen_options_doc.py --write

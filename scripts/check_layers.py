@@ -5,11 +5,13 @@ The layer list is the fenced code block that follows the line
     <!-- layers: enforced by make check-layers -->
 in docs/ARCHITECTURE.md. Each line of the block is
 
-    NAME  file.c file.h ...     a layer and its files (relative to src/), bottom layer first
+    DIR/                        a directory of src/: the files of the lines after it live
+                                there (their paths are DIR/file)
+    NAME  file.c file.h ...     a layer and its files, bottom layer first
     beside  file.c file.h ...   files every layer may use (options, diagnostics, counters)
     common  file.h ...          headers every file may include: types and static inline
                                 helpers that call nothing but each other and libc
-    # ...                       a comment
+    # ...                       a comment (also at the end of a line)
 
 The rules, each violation printed as one line (exit status 1 if there is any):
 
@@ -37,8 +39,15 @@ The rules, each violation printed as one line (exit status 1 if there is any):
     when the list has a foo.h in the same layer line, else a header of the same layer or
     a common header. Headers define only static inline functions. A prototype in a src/
     header whose function nothing in src/ defines is stale.
- 7. Every src/*.c, *.h and *.def file appears in exactly one line of the list (the unity
-    file in none), and every listed file exists.
+ 3b. An #include of a src/ file names it by its path from src/ ("2-memory/span.h"), so
+    that every include says which directory, and so which layers, it reaches into.
+ 7. Every .c, .h and .def file under src/ appears in exactly one line of the list (the
+    unity file, src/hakmem.c, in none), and every listed file exists.
+ 8. Directories: each directory line names a directory of src/ that exists, once; every
+    directory of src/ is listed; the directories are listed in the order of their names,
+    so that a listing of src/ shows the layers from the bottom up; beside and common
+    files live in the first directory. (A layer lies in one directory, since it has one
+    line; that its layers rank below those of every later directory follows.)
 
 Each file is compiled twice, as the release build sees it and with -DHAKMEM_DEBUG=2, and
 the findings are merged. What the call graph does not show, this does not check: calls
@@ -126,6 +135,7 @@ class Place:
 class LayerList:
     places: dict[str, Place] = field(default_factory=dict)   # file (relative to src/) -> place
     lines: dict[str, list[str]] = field(default_factory=dict)  # layer name -> its files
+    dirs: list[str] = field(default_factory=list)              # directories, as listed
     problems: list[str] = field(default_factory=list)         # violations in the list itself
 
 
@@ -163,12 +173,30 @@ def parse_layer_list(doc: Path, doc_name: str) -> LayerList:
     result = LayerList()
     layer_rank = 0
     beside_stems: dict[str, int] = {}
+    prefix = ""                                   # the current directory, with its slash
     for lineno, text in read_layer_block(doc, doc_name):
-        words = text.split()
-        if not words or words[0].startswith("#"):
+        words = text.split("#", 1)[0].split()          # (a comment runs to the line's end)
+        if not words:
             continue
-        name, files = words[0], words[1:]
+        name, files = words[0], [prefix + f for f in words[1:]]
         where = f"{doc_name}:{lineno}"
+        if name.endswith("/") and len(words) == 1:
+            d = name.strip("/")
+            if "/" in d or not d:
+                result.problems.append(f"{where}: `{name}`: a directory line names one "
+                                       "directory directly under src/")
+            elif d in result.dirs:
+                result.problems.append(f"{where}: directory src/{d}/ is listed twice")
+            elif result.dirs and d < result.dirs[-1]:
+                result.problems.append(f"{where}: directory src/{d}/ is listed after "
+                                       f"src/{result.dirs[-1]}/ but sorts before it: a "
+                                       "listing of src/ would not show the layers bottom up")
+            result.dirs.append(d)
+            prefix = d + "/"
+            continue
+        if name in ("beside", "common") and len(result.dirs) > 1:
+            result.problems.append(f"{where}: {name} files belong in the first directory "
+                                   f"(src/{result.dirs[0]}/), below every layer")
         if not files:
             result.problems.append(f"{where}: layer line `{name}` lists no files")
             continue
@@ -200,8 +228,15 @@ def parse_layer_list(doc: Path, doc_name: str) -> LayerList:
 def check_listing(layers: LayerList, src: Path, doc_name: str) -> list[str]:
     """Rule 7: every source file listed exactly once, every listed file present."""
     out = list(layers.problems)
-    present = {p.name for p in src.iterdir() if p.is_file() and p.suffix in LISTED_SUFFIXES}
+    present = {str(p.relative_to(src)) for p in src.rglob("*")
+               if p.is_file() and p.suffix in LISTED_SUFFIXES}
     present.discard(UNITY_FILE)
+    for d in sorted(p.name for p in src.iterdir() if p.is_dir()):
+        if d not in layers.dirs:
+            out.append(f"src/{d}/: not in the layer list ({doc_name})")
+    for d in layers.dirs:
+        if not (src / d).is_dir():
+            out.append(f"{doc_name}: lists directory src/{d}/, which does not exist")
     if UNITY_FILE in layers.places:
         out.append(f"{doc_name}: lists src/{UNITY_FILE}, the unity file: leave it out")
     for f in sorted(present - set(layers.places)):
@@ -296,7 +331,7 @@ def compile_unit(cc: list[str], cflags: list[str], root: Path, build: Path,
     unit = Unit(source, variant)
     flags = cflags + VARIANTS[variant]
     path = f"src/{source}"
-    stem = Path(source).stem
+    stem = str(Path(source).with_suffix("")).replace("/", "__")
     out = build / variant
     out.mkdir(parents=True, exist_ok=True)
 
@@ -495,6 +530,9 @@ def check_includes(root: Path, layers: LayerList) -> list[str]:
             target = resolve_include(root, f, m.group(1), m.group(2))
             if target is None:
                 continue
+            if m.group(2) != target:
+                out.append(f"src/{f}:{lineno}: includes src/{target} as \"{m.group(2)}\": "
+                           f"name it by its path from src/, \"{target}\"")
             if target.endswith(".c"):
                 out.append(f"src/{f}:{lineno}: includes src/{target}: only the unity file "
                            f"(src/{UNITY_FILE}) may include a .c file")
@@ -779,7 +817,9 @@ def run_checks(root: Path, doc: Path, build: Path, cc: list[str], cflags: list[s
     layers = parse_layer_list(doc, doc_name)
     build.mkdir(parents=True, exist_ok=True)
     probe_callgraph_info(cc, build, root)
-    sources = sorted(p.name for p in (root / "src").glob("*.c") if p.name != UNITY_FILE)
+    src = root / "src"
+    sources = sorted(str(p.relative_to(src)) for p in src.rglob("*.c")
+                     if str(p.relative_to(src)) != UNITY_FILE)
     units = compile_all(cc, cflags, root, build, sources, jobs)
     calls, defined = check_calls(units, layers, paths)
     standalone, others = check_standalone(units, paths)
@@ -816,16 +856,20 @@ SELFTEST_DOC = f"""# test
 
 {MARKER}
 ```
+0-base/
 common  common.h
 beside  diag.c diag.h
+1-os/
 os      os.c os.h
+2-core/
 pool    pool.c pool.h
+3-api/
 api     api.c
 ```
 """
 
 SELFTEST_TREE = {
-    "common.h": """\
+    "0-base/common.h": """\
 #ifndef COMMON_H
 #define COMMON_H
 #include <stddef.h>
@@ -833,62 +877,63 @@ static inline size_t t_round(size_t n) { return (n + 15) & ~(size_t)15; }
 void *t_alloc(size_t n);            /* api.c, which has no header of its own */
 #endif
 """,
-    "diag.h": """\
+    "0-base/diag.h": """\
 #ifndef DIAG_H
 #define DIAG_H
 extern int t_diag_count;
 void t_report(const char *msg);
 #endif
 """,
-    "diag.c": """\
+    "0-base/diag.c": """\
 #include <string.h>
 #include <unistd.h>
-#include "diag.h"
+#include "0-base/diag.h"
 int t_diag_count;
 void t_report(const char *msg) { t_diag_count++; (void)!write(2, msg, strlen(msg)); }
 """,
-    "os.h": """\
+    "1-os/os.h": """\
 #ifndef OS_H
 #define OS_H
 #include <stddef.h>
 void *t_os_map(size_t n);
 #endif
 """,
-    "os.c": """\
+    "1-os/os.c": """\
 #include <sys/mman.h>
-#include "diag.h"
-#include "os.h"
+#include "0-base/diag.h"
+#include "1-os/os.h"
 void *t_os_map(size_t n) {
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) { t_report("map failed\\n"); return NULL; }
     return p;
 }
 """,
-    "pool.h": """\
+    "2-core/pool.h": """\
 #ifndef POOL_H
 #define POOL_H
-#include "common.h"
+#include "0-base/common.h"
 static inline size_t t_pool_units(size_t n) { return t_round(n) / 16; }
 void *t_pool_get(size_t n);
 #endif
 """,
-    "pool.c": """\
-#include "common.h"
-#include "diag.h"
-#include "os.h"
-#include "pool.h"
+    "2-core/pool.c": """\
+#include "0-base/common.h"
+#include "0-base/diag.h"
+#include "1-os/os.h"
+#include "2-core/pool.h"
 static void *pool_fresh(size_t n) { return t_os_map(t_pool_units(n) * 16); }
 void *t_pool_get(size_t n) {
     if (n > 4096) t_report("big\\n");
     return pool_fresh(n);
 }
 """,
-    "api.c": """\
-#include "common.h"
-#include "pool.h"
+    "3-api/api.c": """\
+#include "0-base/common.h"
+#include "2-core/pool.h"
 void *t_alloc(size_t n) { return t_pool_get(n); }
 """,
-    "hakmem.c": '#include "diag.c"\n#include "os.c"\n#include "pool.c"\n#include "api.c"\n',
+    "hakmem.c": ('#include "0-base/diag.c"\n#include "1-os/os.c"\n#include "2-core/pool.c"\n'
+                 '#include "3-api/api.c"\n'),
 }
 
 
@@ -904,7 +949,14 @@ def edit(file: str, *pairs: str):
 
 
 def add_file(file: str, text: str):
-    return lambda src: (src / file).write_text(text)
+    def apply(src: Path):
+        (src / file).parent.mkdir(parents=True, exist_ok=True)
+        (src / file).write_text(text)
+    return apply
+
+
+def move_dir(old: str, new: str):
+    return lambda src: (src / old).rename(src / new)
 
 
 def both(*mutations):
@@ -924,55 +976,70 @@ def edit_doc(old: str, new: str):
 # (name, mutation, the sections that must report, a text one of the lines must contain)
 SELFTEST_CASES = [
     ("clean tree", None, set(), ""),
-    ("upward call", edit("pool.c", "if (n > 4096)", "if (!n) return t_alloc(1);\n    if (n > 4096)"),
-     {"calls"}, "t_pool_get (layer pool) calls t_alloc in src/api.c (layer api, above)"),
-    ("upward include", edit("os.c", '#include "os.h"', '#include "os.h"\n#include "pool.h"'),
-     {"includes"}, "src/os.c:4: includes src/pool.h (layer pool, above layer os)"),
+    ("upward call", edit("2-core/pool.c", "if (n > 4096)", "if (!n) return t_alloc(1);\n    if (n > 4096)"),
+     {"calls"}, "t_pool_get (layer pool) calls t_alloc in src/3-api/api.c (layer api, above)"),
+    ("upward include", edit("1-os/os.c", '#include "1-os/os.h"', '#include "1-os/os.h"\n#include "2-core/pool.h"'),
+     {"includes"}, "src/1-os/os.c:4: includes src/2-core/pool.h (layer pool, above layer os)"),
     ("mmap outside the OS layer",
-     edit("pool.c", "static void", "#include <sys/mman.h>\n"
+     edit("2-core/pool.c", "static void", "#include <sys/mman.h>\n"
           "static void pool_drop(void *p) { munmap(p, 4096); }\nstatic void"),
      {"calls"}, "pool_drop (layer pool) calls munmap: kernel memory call outside the OS layer"),
     ("upward call from a beside file",
-     edit("diag.c", '#include "diag.h"', '#include "common.h"\n#include "diag.h"',
+     edit("0-base/diag.c", '#include "0-base/diag.h"', '#include "0-base/common.h"\n#include "0-base/diag.h"',
           "t_diag_count++;", "t_diag_count++; if (!msg) t_alloc(0);"),
-     {"calls"}, "t_report (beside) calls t_alloc in src/api.c (layer api)"),
+     {"calls"}, "t_report (beside) calls t_alloc in src/3-api/api.c (layer api)"),
     ("an upward call from a header's static inline",
-     edit("pool.h", "return t_round(n) / 16;", "return n ? t_round(n) / 16 : (size_t)t_alloc(0);"),
-     {"calls"}, "src/pool.h:4: t_pool_units (layer pool) calls t_alloc in src/api.c (layer api, above)"),
+     edit("2-core/pool.h", "return t_round(n) / 16;", "return n ? t_round(n) / 16 : (size_t)t_alloc(0);"),
+     {"calls"}, "src/2-core/pool.h:4: t_pool_units (layer pool) calls t_alloc in src/3-api/api.c (layer api, above)"),
     ("a common header calling a layer",
-     edit("common.h", "#endif", "static inline void *t_zalloc(void) { return t_alloc(0); }\n#endif"),
-     {"calls"}, "t_zalloc (common) calls t_alloc in src/api.c (layer api): common files may call"),
+     edit("0-base/common.h", "#endif", "static inline void *t_zalloc(void) { return t_alloc(0); }\n#endif"),
+     {"calls"}, "t_zalloc (common) calls t_alloc in src/3-api/api.c (layer api): common files may call"),
     ("a beside file calling a beside file listed after it",
-     both(add_file("opts.h", "int t_opt(void);\n"),
-          add_file("opts.c", '#include "opts.h"\nint t_opt(void) { return 1; }\n'),
+     both(add_file("0-base/opts.h", "int t_opt(void);\n"),
+          add_file("0-base/opts.c", '#include "0-base/opts.h"\nint t_opt(void) { return 1; }\n'),
           edit_doc("diag.c diag.h", "diag.c diag.h opts.c opts.h"),
-          edit("diag.c", '#include "diag.h"', '#include "diag.h"\n#include "opts.h"',
+          edit("0-base/diag.c", '#include "0-base/diag.h"', '#include "0-base/diag.h"\n#include "0-base/opts.h"',
                "t_diag_count++;", "t_diag_count += t_opt();")),
-     {"calls"}, "t_report (beside) calls t_opt in src/opts.c (beside): listed after the caller"),
-    ("a .c file included by another", edit("api.c", '#include "pool.h"', '#include "pool.c"'),
-     {"includes"}, "src/api.c:2: includes src/pool.c: only the unity file"),
-    ("a .c that does not compile alone", edit("pool.c", '#include "diag.h"\n', ""),
+     {"calls"}, "t_report (beside) calls t_opt in src/0-base/opts.c (beside): listed after the caller"),
+    ("a .c file included by another", edit("3-api/api.c", '#include "2-core/pool.h"', '#include "2-core/pool.c"'),
+     {"includes"}, "src/3-api/api.c:2: includes src/2-core/pool.c: only the unity file"),
+    ("an include not named by its path from src/",
+     edit("2-core/pool.c", '#include "2-core/pool.h"', '#include "pool.h"'),
+     {"includes"}, 'src/2-core/pool.c:4: includes src/2-core/pool.h as "pool.h": name it by its path'),
+    ("a .c that does not compile alone", edit("2-core/pool.c", '#include "0-base/diag.h"\n', ""),
      {"standalone"}, "implicit declaration of function 't_report'"),
     ("a function without a prototype",
-     edit("api.c", "void *t_alloc", "int t_extra(void) { return 1; }\nvoid *t_alloc"),
+     edit("3-api/api.c", "void *t_alloc", "int t_extra(void) { return 1; }\nvoid *t_alloc"),
      {"standalone"}, "no previous prototype for 't_extra'"),
     ("a file-local prototype",
-     edit("api.c", '#include "pool.h"\n', '#include "pool.h"\nvoid *t_os_map(size_t n);\n'),
+     edit("3-api/api.c", '#include "2-core/pool.h"\n', '#include "2-core/pool.h"\nvoid *t_os_map(size_t n);\n'),
      {"declarations"},
-     "src/api.c:3: file-local declaration of function t_os_map (defined in src/os.c"),
+     "src/3-api/api.c:3: file-local declaration of function t_os_map (defined in src/1-os/os.c"),
     ("a file-local extern object",
-     edit("pool.c", "static void", "extern int t_diag_count;\nstatic void"),
+     edit("2-core/pool.c", "static void", "extern int t_diag_count;\nstatic void"),
      {"declarations", "standalone"},
-     "extern declaration of object t_diag_count (defined in src/diag.c"),
+     "extern declaration of object t_diag_count (defined in src/0-base/diag.c"),
     ("a prototype in another module's header",
-     edit("os.h", "void *t_os_map", "void t_report(const char *msg);\nvoid *t_os_map"),
-     {"prototypes", "standalone"}, "its prototype belongs in src/diag.h"),
-    ("an unlisted file", add_file("extra.c", '#include "common.h"\n'),
-     {"listing"}, "src/extra.c: not in the layer list"),
+     edit("1-os/os.h", "void *t_os_map", "void t_report(const char *msg);\nvoid *t_os_map"),
+     {"prototypes", "standalone"}, "its prototype belongs in src/0-base/diag.h"),
+    ("an unlisted file", add_file("2-core/extra.c", '#include "0-base/common.h"\n'),
+     {"listing"}, "src/2-core/extra.c: not in the layer list"),
     ("a listed file that does not exist", edit_doc("api.c", "api.c api.h"),
-     {"listing"}, "lists src/api.h, which does not exist"),
-    ("a file listed twice", edit_doc("os.c os.h", "os.c os.h diag.h"),
-     {"listing"}, "src/diag.h is listed twice"),
+     {"listing"}, "lists src/3-api/api.h, which does not exist"),
+    ("a file listed twice", edit_doc("pool.c pool.h", "pool.c pool.h pool.h"),
+     {"listing"}, "src/2-core/pool.h is listed twice"),
+    ("a file in another directory than its line's",
+     both(move_dir("3-api", "3-top"), add_file("3-api/.keep", "")),
+     {"listing"}, "src/3-top/: not in the layer list"),
+    ("directories out of order",
+     both(move_dir("3-api", "1b-api"), edit_doc("3-api/", "1b-api/")),
+     {"listing"}, "directory src/1b-api/ is listed after src/2-core/ but sorts before it"),
+    ("a listed directory that does not exist", edit_doc("3-api/", "3-api/\n4-none/"),
+     {"listing"}, "lists directory src/4-none/, which does not exist"),
+    ("beside files above the first directory",
+     both(add_file("2-core/extra.h", "#define T_EXTRA 1\n"),
+          edit_doc("pool    pool.c pool.h", "pool    pool.c pool.h\ncommon  extra.h")),
+     {"listing"}, "common files belong in the first directory (src/0-base/)"),
 ]
 
 
@@ -987,6 +1054,7 @@ def selftest(cc: list[str], jobs: int) -> int:
             (root / "docs").mkdir()
             (root / "docs" / "ARCHITECTURE.md").write_text(SELFTEST_DOC)
             for f, text in SELFTEST_TREE.items():
+                (root / "src" / f).parent.mkdir(parents=True, exist_ok=True)
                 (root / "src" / f).write_text(text)
             if mutate:
                 mutate(root / "src")

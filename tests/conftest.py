@@ -41,7 +41,7 @@ STRESS_LONG = os.path.join(BUILD, "stress", "stress_long")          # fuzz/fuzz.
 FUZZ_DIR = os.path.join(BUILD, "fuzz")                              # fuzz/fuzz.mk
 BENCH_DIR = os.path.join(BUILD, "bench")                            # bench/bench.mk
 SYSTEM_MODE = os.environ.get("HAKMEM_TEST_SYSTEM", "") == "1"
-# Where HAKMEM_LEARN=balanced (the default) starts the options it adapts (src/learn.c,
+# Where HAKMEM_LEARN=balanced (the default) starts the options it adapts (src/4-process/learning.c,
 # objectives[]): a program that sets none of them reads these, not the options' defaults.
 LEARN_START = {"PURGE_DELAY_MS": 100, "DIRTY_MAX_MB": 8}
 
@@ -50,8 +50,8 @@ VARIANTS = ["preload", "static"]
 # ... and, for some programs, also fully static (-static, glibc's libc.a + libhakmem.a).
 VARIANTS_FULL = VARIANTS + ["fullstatic"]
 # Preloaded without the superslab arena (every superslab mapped on its own and found
-# through the registry), and with an arena of three superslabs (a program that outgrows it
-# has superslabs of both kinds): src/arena.c.
+# through the chunk map), and with an arena of three superslabs (a program that outgrows it
+# has superslabs of both kinds): src/2-memory/arena.c.
 ARENA_VARIANTS = ["noarena", "smallarena"]
 ARENA_ENV = {"noarena": "0", "smallarena": "8"}
 # The debug build (make debug: every internal assertion compiled in), preloaded: an assertion

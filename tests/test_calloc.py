@@ -24,7 +24,7 @@ def test_calloc_churn_default_options(run):
 
 
 def test_calloc_churn_static_eager_purge():
-    # libhakmem.a has no purge thread (src/override_pthread.c): reclaim only
+    # libhakmem.a has no purge thread (src/5-api/override_pthread.c): reclaim only
     r = run_program("calloc_churn", variant="static", timeout=120,
                     env={"HAKMEM_PURGE_DELAY_MS": "20"})
     assert_checks_passed(r, "calloc_churn")

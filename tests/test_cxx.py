@@ -1,6 +1,6 @@
 """C++ directly (tests/cxx/): libhakmem defines every form of operator new and operator
 delete that libstdc++ exports, so C++ programs skip libstdc++'s wrappers, and the C++
-semantics stay exact (src/override_cxx.c).
+semantics stay exact (src/5-api/override_cxx.c).
 
 - newdelete_forms: every form allocates, aligned, and every matching delete frees; an
   impossible size throws std::bad_alloc or returns nullptr; the new-handler loop (a handler

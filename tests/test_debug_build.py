@@ -1,7 +1,7 @@
 """The debug build (make debug: build/debug/libhakmem.so, HAKMEM_DEBUG=2) under the API,
 stress, fork, thread-exit and calloc programs. It asserts every invariant worth stating —
 span counts and geometry, list membership, a block handed out was free and a block freed
-was live (the free map), remote-list states, registry contents, heap ownership — so an
+was live (the free map), remote-list states, chunk map contents, heap ownership — so an
 assertion that fires aborts the program with "hakmem: assertion failed" and fails here."""
 import pytest
 

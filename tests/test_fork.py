@@ -4,7 +4,7 @@ fork shows up as a child killed by SIGALRM.
 
 fork from a signal handler (fork_signal.c), beside threads that use stdio (fork_stdio.c),
 and while threads start, end, make the shared heap and realloc huge blocks (fork_churn.c):
-each hung under hakmem's earlier fork handlers (docs/ARCHITECTURE.md, "fork"). Here in a
+each hung under hakmem's earlier fork handlers (docs/ARCHITECTURE.md, "Locks and fork"). Here in a
 short form, several runs each; `make stress-fork` runs them for longer."""
 import pytest
 

@@ -14,7 +14,7 @@ from conftest import LEARN_START, SYSTEM_MODE, assert_checks_passed, run_program
 pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem's learning layer")
 
-# The objectives' starting points (src/learn.c, objectives[]; `off`: the options' defaults).
+# The objectives' starting points (src/4-process/learning.c, objectives[]; `off`: the options' defaults).
 START = {"off": (500, 32), "speed": (1000, 128), "memory": (50, 8),
          "balanced": (LEARN_START["PURGE_DELAY_MS"], LEARN_START["DIRTY_MAX_MB"])}
 LINE = re.compile(r"^(start|end) purge_delay_ms=(\d+) dirty_max_mb=(\d+)(?: changes=(\d+))?$", re.M)

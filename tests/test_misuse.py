@@ -55,7 +55,7 @@ def report_lines(stderr):
 
 
 # arena: HAKMEM_ARENA_MB for the run ("" the default; "0" none, so every block's superslab
-# is found through the registry, src/arena.c)
+# is found through the chunk map, src/2-memory/arena.c)
 @pytest.mark.parametrize("arena", ["", "0"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_reported_and_aborts(case, arena):

@@ -99,7 +99,7 @@ def test_selfcheck_oom_detects(fault, expect):
 AS_LIMIT = 320 << 20
 # The least share of what glibc reaches under the same limit, per block size. Where hakmem
 # packs blocks into 2 MiB superslabs less tightly than glibc's mappings, the bound says by
-# how much (docs/ARCHITECTURE.md, "Address space"): 64 KiB blocks come 21 to a superslab
+# how much (docs/BENCHMARKS.md, "Design history", "Address space"): 64 KiB blocks come 21 to a superslab
 # (three spans of 8 units, 7 blocks each, the span colour taking an eighth), and a 1 MiB
 # block takes 16 of a superslab's 31 units, so one fits per superslab.
 AS_SIZES = {64: 0.9, 12000: 0.75, 65536: 0.5, 300000: 0.75, 1 << 20: 0.4, 5 << 20: 0.75}
@@ -130,7 +130,7 @@ def reach(size, variant):
 @pytest.mark.parametrize("size", sorted(AS_SIZES))
 def test_address_space_under_rlimit(size, variant):
     """Under RLIMIT_AS a program gets nearly as much memory through hakmem as through glibc:
-    hakmem's tables cost no fixed share of the limit (the registry's were 128 MiB of .bss
+    hakmem's tables cost no fixed share of the limit (the chunk map's were 128 MiB of .bss
     once), and its superslabs are packed as AS_SIZES says."""
     if SYSTEM_MODE:
         pytest.skip("HAKMEM_TEST_SYSTEM=1: only the glibc variant")

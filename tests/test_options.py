@@ -54,7 +54,7 @@ def hakmem_options(**env_vars):
 # ---- the document ---------------------------------------------------------------------
 
 def test_doc_is_current():
-    """docs/OPTIONS.md is what scripts/gen_options_doc.py makes of src/options.def now."""
+    """docs/OPTIONS.md is what scripts/gen_options_doc.py makes of src/0-base/options.def now."""
     r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen_options_doc.py"),
                         "--check"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, ("docs/OPTIONS.md is stale; run "
@@ -255,7 +255,7 @@ def test_option_set_after_first_use_is_busy_for_startup_options():
 def test_option_set_after_first_use_works_for_runtime_options():
     any_time = [o for o in TABLE if o.when != "INIT" and o.kind == "number"]
     if not any_time:
-        pytest.skip("every numeric option in src/options.def is start-up only: none can be "
+        pytest.skip("every numeric option in src/0-base/options.def is start-up only: none can be "
                     "set after initialisation")
     o = any_time[0]
     out = opt_set("malloc", "set:%s=%d" % (o.name, o.lo), "get:%s" % o.name)

@@ -65,7 +65,7 @@ def test_stress_long_hakmem(stress_built):
 
 # The same load under each policy the options select: the paths only an option takes (a
 # purge of memory that is reused at once, a cache one block deep, no arena so that free
-# looks every block up in the registry, checked mode's fill and canaries) run as much as
+# looks every block up in the chunk map, checked mode's fill and canaries) run as much as
 # the default's. The debug build (assertions on) takes the two that move the most spans
 # and pages, and the default with 80 threads: past heap.h's HAK_NURSERY_THREADS (64) live
 # threads, each thread's first blocks of a tiny class come from the shared heap.

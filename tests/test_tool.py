@@ -20,7 +20,7 @@ from conftest import LEARN_START, SYSTEM_MODE, python_exe  # noqa: E402
 pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
 
-# The first line of hak_stats_print's table (src/stats.c).
+# The first line of hak_stats_print's table (src/4-process/stats.c).
 STATS_MARKER = "hakmem statistics (pid "
 # `hakmem run`'s own failures (tools/hakmem.c).
 RC_HAKMEM_FAILED, RC_CANNOT_EXEC, RC_NOT_FOUND = 125, 126, 127
@@ -167,7 +167,7 @@ def test_run_stats_of_a_program_that_closes_stderr_at_exit(tool, lines_file):
     assert r.stderr.count(STATS_MARKER) == 1, (
         "`hakmem run --stats -- sort FILE` printed no statistics: the exit report is "
         "written through the stderr FILE after coreutils' atexit handler has closed it "
-        "(src/stats.c stats_at_exit)\nstderr:\n" + r.stderr[-2000:])
+        "(src/4-process/stats.c stats_at_exit)\nstderr:\n" + r.stderr[-2000:])
 
 
 # ---- run: --set ------------------------------------------------------------------------

@@ -23,7 +23,7 @@
 #   tests/unit/unit_*.c, tests/options/opt_set.c, tests/stats/stats_check.c
 #       $(TEST_BUILD)/DIR/NAME        linked with $(BUILD)/libhakmem_api.a (the hak_* API;
 #                                     malloc stays the C library's); the unit tests also see
-#                                     the internals through src/*.h.
+#                                     the internals through src/*/*.h.
 #   tests/helpers/badalloc.c
 #       $(TEST_BUILD)/badalloc.so     the deliberately broken allocator of the self-checks.
 #   tests/install/prog.c
@@ -50,7 +50,7 @@ TEST_LDLIBS := -ldl -lpthread
 # The misuse programs misuse memory on purpose: no builtin at all, so that every write to
 # freed memory and every second free stays in the program as written.
 MISUSE_CFLAGS := $(TEST_CFLAGS) -fno-builtin
-# Programs on the hak_* API (libhakmem_api.a); the unit tests include src/*.h.
+# Programs on the hak_* API (libhakmem_api.a); the unit tests include src/*/*.h.
 API_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Wno-unused-parameter \
                -Iinclude -Isrc -pthread
 UNIT_CFLAGS := $(API_CFLAGS)
@@ -148,7 +148,7 @@ $(API_PROGS): $(TEST_BUILD)/%: tests/%.c $(TEST_HDRS) include/hakmem.h $(BUILD)/
 # The lead's unit tests, built one by one by tests/test_unit.py.
 # A unit test's own link flags, where it needs them: UNIT_LDFLAGS_<name>.
 UNIT_LDFLAGS_unit_thread_key := -Wl,--wrap=pthread_setspecific
-$(TEST_BUILD)/unit/%: tests/unit/%.c $(TEST_HDRS) $(BUILD)/libhakmem_api.a $(wildcard src/*.h) | $(TEST_BUILD)/unit
+$(TEST_BUILD)/unit/%: tests/unit/%.c $(TEST_HDRS) $(BUILD)/libhakmem_api.a $(wildcard src/*/*.h) | $(TEST_BUILD)/unit
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(BUILD)/libhakmem_api.a -lpthread $(UNIT_LDFLAGS_$*)
 
 # The deliberately broken allocator the self-checks run the tests against.

@@ -307,7 +307,7 @@ static int program_env(const char *lib, int stats, char **envs, size_t n_envs, c
     for (size_t k = 0; k < n_envs; k++)          /* --set after --stats: it may say STATS=0 */
         if (putenv(envs[k]) != 0) { perror("hakmem"); return 0; }
     if (trace_csv) {
-        /* a trace of an enclosing program is not ours to continue (src/trace.c) */
+        /* a trace of an enclosing program is not ours to continue (src/4-process/trace.c) */
         unsetenv("HAKMEM_TRACE_OWNER");
         if (setenv("HAKMEM_TRACE_FILE", trace_csv, 1) != 0) { perror("hakmem"); return 0; }
     }

@@ -1,6 +1,6 @@
 /* high_addr — pointers from high in the address space are foreign to hakmem.
  *
- * hakmem's chunk registry covers addresses below 2^48 (registry.c, "Address width"). A
+ * hakmem's chunk map covers addresses below 2^48 (chunkmap.c, "Address width"). A
  * kernel with a wider user space (x86-64 with 5-level paging, arm64 with 52-bit VAs) hands
  * out addresses above 2^47 or 2^48 only to an mmap whose hint lies above that boundary, so
  * a program can own memory up there; free(), malloc_usable_size() and realloc() of a
@@ -9,8 +9,8 @@
  *
  *   high_addr MODE [--hakmem]
  *     hint47    mmap at a hint of 2^47 (above the 47-bit window)
- *     hint48    mmap at a hint of 2^48 (above the registry)
- *     hint_top  mmap at a hint just below 2^48 (the top of the registry)
+ *     hint48    mmap at a hint of 2^48 (above the chunk map)
+ *     hint_top  mmap at a hint just below 2^48 (the top of the chunk map)
  *     kernel_top  the highest mapping this process has, and one just above it
  *     computed  addresses nothing mapped: around 2^47, 2^48, 2^56, the kernel half
  *     abort     one foreign free at 2^48 (run without HAKMEM_ON_ERROR: must abort)
@@ -31,7 +31,7 @@
 #include "../helpers/check.h"
 
 #define MiB ((size_t)1 << 20)
-#define LIMIT ((uintptr_t)1 << 48)      /* hakmem's registry covers addresses below this */
+#define LIMIT ((uintptr_t)1 << 48)      /* hakmem's chunk map covers addresses below this */
 #define WINDOW ((uintptr_t)1 << 47)     /* every 64-bit kernel's default mmap window */
 #define MAP_LEN (8 * MiB)
 
@@ -93,7 +93,7 @@ static void test_hint(const char *name, uintptr_t hint) {
                   "pointers were tested at %p instead\n", name, (unsigned long)hint,
                   (void *)m, (void *)m);
     else
-        check_say("high_addr: %s: foreign memory %s the registry's limit 2^48\n", name,
+        check_say("high_addr: %s: foreign memory %s the chunk map's limit 2^48\n", name,
                   (uintptr_t)m >= LIMIT ? "above" : "below");
     test_mapping(m);
     munmap(m, MAP_LEN);
@@ -136,7 +136,7 @@ static void test_kernel_top(void) {
 static void test_computed(void) {
     const uintptr_t addrs[] = {
         WINDOW - 16, WINDOW, WINDOW + 16,                 /* around 2^47 */
-        LIMIT - 2 * MiB, LIMIT - 16, LIMIT - 1,           /* the top of the registry */
+        LIMIT - 2 * MiB, LIMIT - 16, LIMIT - 1,           /* the top of the chunk map */
         LIMIT, LIMIT + 16, LIMIT + 2 * MiB,               /* just above it */
         (uintptr_t)1 << 52, ((uintptr_t)1 << 56) - 4096,  /* 52-bit and 57-bit user space */
         (uintptr_t)1 << 57,                               /* no user space anywhere */

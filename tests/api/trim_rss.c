@@ -11,7 +11,7 @@
  * With --hakmem, also before the trim: span memory (mid, large) above HAKMEM_DIRTY_MAX_MB
  * (32 MiB by default) is purged at once, and the huge-block cache is bounded by twice
  * HAKMEM_BIGCACHE_MB (64 MiB; the second half only while that much was live lately, as here:
- * src/huge.c), so right after the frees RSS may exceed the starting point by those bounds
+ * src/2-memory/huge.c), so right after the frees RSS may exceed the starting point by those bounds
  * plus the margin, and no more. The phases whose blocks come from ended
  * threads are checked for hakmem only (see run_phase). */
 #include <fcntl.h>

@@ -251,7 +251,7 @@ static void forbid_new_memory(void)
 
 static void warm_up(void)
 {
-    /* Whatever the allocator sets up once (thread heap, registry, size-class state) is set
+    /* Whatever the allocator sets up once (thread heap, chunk map, size-class state) is set
      * up before the limit; the limit then measures only the memory of the blocks. */
     for (int e = 0; e < E_COUNT; e++)
         for (size_t i = 0; i < N_SIZES; i++) {

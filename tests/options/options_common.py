@@ -33,7 +33,7 @@ def gen_doc_module():
 
 
 def load_options():
-    """The option table as src/options.def declares it (list of gen_options_doc.Option)."""
+    """The option table as src/0-base/options.def declares it (list of gen_options_doc.Option)."""
     return gen_doc_module().load_options()
 
 

@@ -1,4 +1,4 @@
-/* The superslab arena (src/arena.c): superslabs made in one reserved range, their unit
+/* The superslab arena (src/2-memory/arena.c): superslabs made in one reserved range, their unit
  * slots in the table at its start, and superslabs outside it when it is full.
  *
  * With an arena of 8 MiB (2 MiB of table, three superslabs), blocks of 32 KiB go first

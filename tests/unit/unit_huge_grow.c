@@ -1,7 +1,7 @@
 /* A huge request that no cached mapping is large enough for grows the largest resident
  * one (huge.c, cache_grow): in place where the address space after it is free, else moved
  * with its pages. Checked for both ways: only the new part is mapped afresh, the block is a
- * proper huge block (registry, usable size, free), calloc's memory is zero in the reused
+ * proper huge block (chunk map, usable size, free), calloc's memory is zero in the reused
  * part as in the new one, and a block that cannot grow in place is moved, not lost. Runs
  * on the hak_* API. */
 #include <sys/mman.h>
@@ -25,7 +25,7 @@ static void grow_once(bool block_after) {
     unsigned char *a = hak_malloc(SMALL * MiB);
     REQUIRE(a != NULL);
     memset(a, 0xa5, SMALL * MiB);
-    hak_huge_t *h = _hak_registry_huge_header((uintptr_t)a);
+    hak_huge_t *h = _hak_chunkmap_huge_header((uintptr_t)a);
     REQUIRE(h != NULL && (unsigned char *)h + h->offset == a);
     size_t oldlen = h->maplen;
     void *fence = NULL;
@@ -42,9 +42,9 @@ static void grow_once(bool block_after) {
     unsigned char *b = hak_calloc(1, BIG * MiB);
     REQUIRE(b != NULL);
     hak_stats_get(&s1);
-    hak_huge_t *g = _hak_registry_huge_header((uintptr_t)b);
+    hak_huge_t *g = _hak_chunkmap_huge_header((uintptr_t)b);
     CHECK(g != NULL && (unsigned char *)g + g->offset == b, "the grown block is not registered");
-    CHECK(_hak_registry_huge_header((uintptr_t)(b + BIG * MiB - 1)) == g,
+    CHECK(_hak_chunkmap_huge_header((uintptr_t)(b + BIG * MiB - 1)) == g,
           "the grown block's last chunk is not registered");
     size_t grown = mapped() - before;
     CHECK(grown == g->maplen - oldlen, "%s: %zu MiB mapped afresh, want %zu (from %zu to %zu MiB)",

@@ -1,4 +1,4 @@
-/* Thread-cache depth under the learning layer (heap.c, "thread-cache depth"; learn.c): a
+/* Thread-cache depth under the learning layer (heap.c, "thread-cache depth"; learning.c): a
  * class that refills after a flush doubles its depth up to the objective's maximum, never
  * past it; a drain (flush after flush) halves it down to the floor, and a refill after the
  * drain restores it; a bulk free (flushes in a row, any class) sends the other classes'

@@ -1,6 +1,6 @@
-/* The span pool's index (superslab.c): after random sequences of acquisitions and releases
+/* The span pool's index (pool.c): after random sequences of acquisitions and releases
  * across hundreds of superslabs, under the purge delay, the dirty cap and MADV_FREE,
- * _hak_pool_check finds every invariant intact (each superslab filed under its longest
+ * pool_check (pool_check.h) finds every invariant intact (each superslab filed under its longest
  * free run and its longest resident run, the bins' bits, the empty list in the order the
  * superslabs emptied, the age list holding exactly the dirty superslabs, oldest first,
  * dirty and clean bytes matching the masks, and every span length finding a run in the
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "internals.h"
+#include "pool_check.h"
 #include "../helpers/check.h"
 
 enum { MAXLIVE = 4000 };
@@ -34,7 +35,7 @@ static void set(const char *name, const char *value) {
 }
 
 static void pool_ok(const char *where) {
-    const char *why = _hak_pool_check();
+    const char *why = pool_check();
     checks_run++;
     CHECK(why == NULL, "%s: %s", where, why ? why : "");
 }

@@ -33,7 +33,7 @@ static void tier_basics(size_t lo, size_t hi, size_t step) {
             CHECK(relaxed_load(&hak_unit_of(hak_ss_of(p), p)->owner) == hak_thread_key());
         } else {
             CHECK(kind == HAK_CHUNK_HUGE);
-            hak_huge_t *h = _hak_registry_huge_header((uintptr_t)p + n - 1);
+            hak_huge_t *h = _hak_chunkmap_huge_header((uintptr_t)p + n - 1);
             CHECK(h != NULL && (char *)h + h->offset == p);
         }
         hak_free(p);
@@ -131,7 +131,7 @@ int main(void) {
         memset(b, 0xee, big);
         hak_free(a);
         hak_free(b);                                 /* both cached, b the newer */
-        hak_huge_t *hb = _hak_registry_huge_header((uintptr_t)b);
+        hak_huge_t *hb = _hak_chunkmap_huge_header((uintptr_t)b);
         size_t maplen = hb->maplen;
         if (mode > 0) {
             _hak_opt.purge_dontneed = mode == 1;
@@ -145,7 +145,7 @@ int main(void) {
         }
         unsigned char *c = hak_calloc(1, small);
         CHECK(c == a || c == b);
-        hak_huge_t *hc = _hak_registry_huge_header((uintptr_t)c);
+        hak_huge_t *hc = _hak_chunkmap_huge_header((uintptr_t)c);
         CHECK(hc->maplen == maplen, "a %zu-byte mapping taken for %zu bytes was trimmed to %zu",
               maplen, small, hc->maplen);
         int z = 1;

@@ -1,0 +1,576 @@
+/* huge.c — blocks above the large tier: a 2 MiB-aligned mapping each, and the BigCache.
+ *
+ * The mapping starts with a 64-byte header; the payload follows it (or sits at the
+ * requested alignment). Every 2 MiB chunk of the mapping is in the chunk map, pointing at
+ * the header, so free finds it from any address and a mapping never shares a chunk with
+ * another. Freed mappings are kept in the BigCache for reuse, resident, and purged only
+ * once they have stayed unused for the purge delay. realloc grows in place or moves the
+ * page tables with mremap: no copy (see _hak_huge_realloc for how a move stays race-free).
+ *
+ * The BigCache's bound. A program that allocates, touches and frees blocks of
+ * 5-25 MiB in a loop must not pay the kernel's page faults (zeroing every page) on every
+ * cycle, so freed memory stays mapped and resident while it is being reused: a cached
+ * mapping serves any request it is large enough for, without trimming, and its tail past
+ * the new block stays resident for the next, larger request. What hakmem holds beyond the
+ * live blocks is bounded, in bytes:
+ *
+ *     held = the cached mappings' lengths + the *slack* of live blocks
+ *
+ * where a live block's slack is what may be resident of its mapping past the 2 MiB chunk
+ * its payload ends in (a reused mapping's old tail), and
+ *
+ *     budget = HAKMEM_BIGCACHE_MB + min(recent peak of live huge bytes, HAKMEM_BIGCACHE_MB)
+ *
+ * with the peak of the live blocks' payloads taken over the last one to two purge delays:
+ * the option's value in a program with no huge blocks live lately, at most twice it.
+ * Taking a cached mapping whose slack would pass the budget trims the mapping's tail;
+ * freeing a block unmaps cached mappings (purged ones first, then the smallest) until held
+ * fits; a block larger than the budget is unmapped at once; realloc keeps a shrunk
+ * block's resident tail only within the budget. So held is within the budget after every
+ * call, never above 2 × HAKMEM_BIGCACHE_MB, and the resident memory of huge blocks within
+ * their payloads (each rounded up to its last 2 MiB chunk) plus held. A mapping larger
+ * than a quarter of HAKMEM_BIGCACHE_MB is cached where it fits the budget beside what the
+ * cache holds, and otherwise only while the program reuses its size: two of the last
+ * eight huge allocations needed between half of it and all of it (a block freed once,
+ * never to come again, does not push out what the cache holds). With
+ * HAKMEM_BIGCACHE_MB=0 nothing is cached and no slack kept. Cached mappings are purged
+ * once unused for the purge delay (by the purge thread, or the next huge call) and all
+ * unmapped by malloc_trim; tests/api/huge_loop_rss.c checks the bound and both. */
+#include "0-base/counters.h"
+#include "0-base/diag.h"
+#include "0-base/options.h"
+#include "1-platform/os.h"
+#include "2-memory/chunkmap.h"
+#include "2-memory/huge.h"
+
+static pthread_mutex_t huge_lock = HAK_LOCK_INIT;
+static hak_huge_t *cache;          /* most recently freed first */
+static size_t cache_bytes;         /* the cached mappings' lengths */
+static size_t slack_bytes;         /* live blocks' slack (see above) */
+static _Atomic size_t cache_unpurged;   /* cached bytes not yet purged, as of the last unlock
+                                           (the purge thread's poll reads it without the lock) */
+static _Atomic size_t cache_seen;       /* cache_bytes as of the last unlock (statistics) */
+static _Atomic size_t live_bytes;  /* payload bytes of live huge blocks */
+/* Peaks of live_bytes in the current and the previous window of one purge delay, and
+ * the current window's start (ms): the budget follows the recent live working set. */
+static size_t peak_cur, peak_prev;
+static uint64_t window_start;
+/* The chunk-rounded lengths the last eight huge allocations needed (admission). */
+static size_t recent_need[HAK_HUGE_RECENT];
+static unsigned recent_next;
+
+/* Cached mappings due for purging leave the cache under the lock (cache_bytes still counts
+ * them: they are held) and are purged after the unlock, then come back: no madvise runs
+ * under huge_lock, which every huge malloc and free takes. */
+static hak_huge_t *purge_list;
+
+static void purge_list_run(hak_huge_t *list);
+
+static void huge_unlock(void) {
+    size_t left = 0;
+    for (hak_huge_t *h = cache; h != NULL; h = h->next)
+        if (!h->purged) left += h->maplen;
+    relaxed_store(&cache_unpurged, left);
+    relaxed_store(&cache_seen, cache_bytes);
+    hak_huge_t *work = purge_list;
+    purge_list = NULL;
+    hak_unlock(&huge_lock);
+    if (work != NULL) purge_list_run(work);
+}
+
+size_t _hak_huge_cached(void) { return relaxed_load(&cache_unpurged); }
+size_t _hak_huge_cache_bytes(void) { return relaxed_load(&cache_seen); }
+
+bool _hak_huge_check(const hak_huge_t *h, const void *p, const char *func) {
+    if (h->magic != HAK_HUGE_MAGIC || (const char *)h + h->offset != (const char *)p) {
+        _hak_report(func, HAK_ERR_INTERIOR, p, h->size);
+        return false;
+    }
+    if (h->state != HUGE_LIVE) {
+        _hak_report(func, HAK_ERR_DOUBLE_FREE, p, h->size);
+        return false;
+    }
+    return true;
+}
+
+/* The mapping length a block of `size` bytes at offset `off` needs: whole 2 MiB chunks,
+ * at least one byte so that even a zero-size payload lies inside the mapping. */
+static size_t chunks_for(size_t off, size_t size) {
+    return hak_align_up(off + (size ? size : 1), HAK_SS_SIZE);
+}
+
+/* A live block's slack: what may be resident of its mapping past its last chunk. */
+static size_t slack_of(const hak_huge_t *h) {
+    size_t end = chunks_for(h->offset, h->size);
+    return h->used > end ? h->used - end : 0;
+}
+
+/* The budget for held bytes (see the top of this file), under huge_lock; also moves the
+ * live-peak window on. */
+static size_t budget(uint64_t now) {
+    size_t cap = (size_t)_hak_opt.bigcache_mb << 20;
+    size_t live = relaxed_load(&live_bytes);
+    uint64_t w = (uint64_t)hak_opt_live(purge_delay_ms);
+    if (now - window_start >= w) {
+        /* a window with no call in it saw no other value than the one live now */
+        peak_prev = now - window_start < 2 * w ? peak_cur : live;
+        peak_cur = live;
+        window_start = now;
+    }
+    if (live > peak_cur) peak_cur = live;
+    size_t recent = peak_cur > peak_prev ? peak_cur : peak_prev;
+    return cap + (recent < cap ? recent : cap);
+}
+
+/* Whether a freed mapping of maplen bytes may enter the cache (see the top of the file). */
+static bool admit(size_t maplen, size_t limit) {
+    if (maplen > limit) return false;
+    if (maplen <= ((size_t)_hak_opt.bigcache_mb << 20) / 4) return true;
+    if (cache_bytes + slack_bytes + maplen <= limit) return true;    /* pushes nothing out */
+    int reused = 0;
+    for (int i = 0; i < HAK_HUGE_RECENT; i++)
+        reused += recent_need[i] <= maplen && recent_need[i] >= maplen / 2;
+    return reused >= 2;
+}
+
+static void huge_unmap(hak_huge_t *h) {
+    size_t len = h->maplen;
+    HAK_STAT_SUB(huge_mapped, len);
+    if (h->state == HUGE_CACHED && h->purged) HAK_STAT_SUB(huge_purged, len - HAK_PAGE);
+    h->magic = 0;
+    _hak_chunkmap_remove(h, len);
+    _hak_os_unmap(h, len);
+}
+
+/* Best fit (keeping the alignment), under huge_lock. Reusing resident memory beats a fresh
+ * mapping, whose every page faults on first touch, so a bigger mapping is taken whole and
+ * its resident tail kept (as slack) — unless that would pass `limit`: then the tail past
+ * the need is unmapped (after the lock is dropped: *tail, *tail_len). */
+static hak_huge_t *cache_take(size_t need, size_t malign, size_t limit, void **tail,
+                              size_t *tail_len) {
+    hak_huge_t **best = NULL;
+    *tail = NULL;
+    *tail_len = 0;
+    for (hak_huge_t **pp = &cache; *pp != NULL; pp = &(*pp)->next) {
+        hak_huge_t *h = *pp;
+        if (h->maplen < need || ((uintptr_t)h & (malign - 1)) != 0) continue;
+        if (best == NULL || h->maplen < (*best)->maplen) best = pp;
+    }
+    if (best == NULL) return NULL;
+    hak_huge_t *h = *best;
+    *best = h->next;
+    cache_bytes -= h->maplen;
+    size_t slack = h->used > need ? h->used - need : 0;
+    if (h->maplen > need && cache_bytes + slack_bytes + slack > limit) {
+        *tail = (char *)h + need;
+        *tail_len = h->maplen - need;
+        if (h->purged) HAK_STAT_SUB(huge_purged, *tail_len);
+        HAK_STAT_SUB(huge_mapped, *tail_len);
+        h->maplen = need;
+        if (h->thp_len > need) h->thp_len = need;
+        if (h->used > need) h->used = need;
+        slack = 0;
+    }
+    slack_bytes += slack;
+    HAK_STAT_ADD(bigcache_hits, 1);
+    if (h->purged) HAK_STAT_SUB(huge_purged, h->maplen - HAK_PAGE);
+    h->purged = 0;
+    h->state = HUGE_LIVE;            /* sized by the caller (make_live) */
+    return h;
+}
+
+/* The largest cached mapping that is still resident (not purged), taken out of the cache
+ * under huge_lock, for a request that no cached mapping is large enough for: growing it
+ * faults in only its new part, where a fresh mapping faults in all of it. */
+static hak_huge_t *cache_take_largest(void) {
+    hak_huge_t **best = NULL;
+    for (hak_huge_t **pp = &cache; *pp != NULL; pp = &(*pp)->next)
+        if (!(*pp)->purged && (best == NULL || (*pp)->maplen > (*best)->maplen)) best = pp;
+    if (best == NULL) return NULL;
+    hak_huge_t *h = *best;
+    *best = h->next;
+    cache_bytes -= h->maplen;
+    return h;
+}
+
+static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen);
+
+/* A cached mapping c (taken out of the cache) grown to maplen bytes: in place where the
+ * address space after it is free, else moved (huge_move's invariants hold: c is nobody's
+ * block). Returns its header, or NULL with c back in the cache as it was. */
+static hak_huge_t *cache_grow(hak_huge_t *c, size_t maplen) {
+    size_t oldlen = c->maplen;
+    hak_huge_t *h = NULL;
+    if (_hak_os_remap_aligned_inplace(c, oldlen, maplen, c->thp_len)) {
+        if (_hak_chunkmap_add_huge(c, (char *)c + oldlen, maplen - oldlen)) h = c;
+        else _hak_os_unmap((char *)c + oldlen, maplen - oldlen);   /* registered nowhere */
+    }
+    if (h == NULL) h = huge_move(c, maplen);
+    if (h == NULL) {
+        hak_lock(&huge_lock);
+        c->next = cache;
+        cache = c;
+        cache_bytes += oldlen;
+        huge_unlock();
+        return NULL;
+    }
+    h->maplen = maplen;
+    HAK_STAT_ADD(huge_mapped, maplen - oldlen);
+    _hak_counters_note_mapped();
+    return h;
+}
+
+static void unmap_tail(void *tail, size_t len) {
+    if (len == 0) return;
+    _hak_chunkmap_remove(tail, len);
+    _hak_os_unmap(tail, len);
+}
+
+/* Under huge_lock: the cached mappings unused for the purge delay (all: every one not
+ * purged) leave the cache for huge_unlock to purge. Returns their bytes. */
+static size_t purge_cache_locked(bool all) {
+    uint32_t now = (uint32_t)_hak_now_ms();
+    size_t bytes = 0;
+    for (hak_huge_t **pp = &cache; *pp != NULL;) {
+        hak_huge_t *h = *pp;
+        if (h->purged || (!all && now - h->cached_at < (uint32_t)hak_opt_live(purge_delay_ms))) {
+            pp = &h->next;
+            continue;
+        }
+        *pp = h->next;
+        h->next = purge_list;
+        purge_list = h;
+        bytes += h->maplen - HAK_PAGE;
+    }
+    return bytes;
+}
+
+/* huge_unlock's work: each mapping purged (its header's page kept), then back at the
+ * cache's old end, where it was (the cache is newest first). */
+static void purge_list_run(hak_huge_t *list) {
+    hak_huge_t *last = NULL;
+    for (hak_huge_t *h = list; h != NULL; h = h->next) {
+        h->purged = _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE) ? 1 : 2;
+        if (h->purged == 1) h->used = HAK_PAGE;          /* the header's page */
+        HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
+        HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);
+        last = h;
+    }
+    hak_lock(&huge_lock);
+    hak_huge_t **end = &cache;
+    while (*end != NULL) end = &(*end)->next;
+    *end = list;
+    last->next = NULL;
+    huge_unlock();
+}
+
+/* The cached mapping to unmap first when held is over the budget: a purged one (it holds
+ * address space only), the oldest; else the smallest, the oldest of equals. */
+static hak_huge_t **eviction_victim(void) {
+    hak_huge_t **victim = NULL;
+    bool purged = false;
+    for (hak_huge_t **pp = &cache; *pp != NULL; pp = &(*pp)->next) {
+        hak_huge_t *h = *pp;
+        if (h->purged) {
+            victim = pp;
+            purged = true;
+        } else if (!purged && (victim == NULL || h->maplen <= (*victim)->maplen)) {
+            victim = pp;
+        }
+    }
+    return victim;
+}
+
+/* A mapping becomes a live block of `size` bytes at offset `off`; returns the payload. The
+ * program may write all of it: `used` covers it. */
+static void *make_live(hak_huge_t *h, size_t size, size_t off) {
+    h->size = size;
+    h->offset = off;
+    h->state = HUGE_LIVE;
+    size_t end = hak_align_up(off + size, HAK_PAGE);
+    if (h->used < end) h->used = end;
+    atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed);
+    _hak_os_thp_cover(h, off + size, &h->thp_len);
+    return (char *)h + off;
+}
+
+void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
+    hak_assert(size <= HAK_MAX_REQUEST && align <= HAK_MAX_REQUEST / 2);   /* the API checked */
+    size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
+    size_t maplen = chunks_for(off, size);
+    size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
+
+    void *tail;
+    size_t tail_len;
+    uint64_t now = _hak_now_ms();
+    hak_lock(&huge_lock);
+    recent_need[recent_next++ % HAK_HUGE_RECENT] = maplen;
+    hak_huge_t *h = cache_take(maplen, malign, budget(now), &tail, &tail_len);
+    hak_huge_t *grow = h == NULL && malign == HAK_SS_SIZE ? cache_take_largest() : NULL;
+    if (cache != NULL) purge_cache_locked(false);
+    huge_unlock();
+    unmap_tail(tail, tail_len);
+    HAK_STAT_ADD(huge_allocs, 1);
+    HAK_STAT_ADD(huge_live, 1);
+    _hak_counters_note_huge();
+    if (grow != NULL) {
+        h = cache_grow(grow, maplen);
+        if (h != NULL) HAK_STAT_ADD(bigcache_misses, 1);         /* fresh memory: in part */
+    }
+    if (h != NULL) {
+        char *p = (char *)h + off;
+        /* past `used` the mapping reads as zero: never written, or purged with MADV_DONTNEED
+         * (a cached mapping is nobody's, so nothing writes it meanwhile) */
+        if (zero && h->used > off) {
+            size_t dirty = h->used - off;
+            memset(p, 0, dirty < size ? dirty : size);
+        }
+        return make_live(h, size, off);
+    }
+    HAK_STAT_ADD(bigcache_misses, 1);
+    void *base = _hak_os_map_aligned(maplen, malign);
+    if (base == NULL || !_hak_chunkmap_add_huge(base, base, maplen)) {
+        if (base) _hak_os_unmap(base, maplen);
+        HAK_STAT_SUB(huge_allocs, 1);
+        HAK_STAT_SUB(huge_live, 1);
+        return NULL;
+    }
+    HAK_STAT_ADD(huge_mapped, maplen);
+    _hak_counters_note_mapped();
+    h = base;                                /* fresh from the kernel: zero already */
+    h->magic = HAK_HUGE_MAGIC;
+    h->maplen = maplen;
+    h->thp_len = 0;
+    h->purged = 0;
+    h->used = HAK_PAGE;                      /* the header's page */
+    return make_live(h, size, off);
+}
+
+void _hak_huge_free(hak_huge_t *h, void *p) {
+    if (!_hak_huge_check(h, p, "free")) return;
+    HAK_STAT_ADD(huge_frees, 1);
+    HAK_STAT_SUB(huge_live, 1);
+    atomic_fetch_sub_explicit(&live_bytes, h->size, memory_order_relaxed);
+    uint64_t now = _hak_now_ms();
+    hak_lock(&huge_lock);
+    hak_assert(slack_bytes >= slack_of(h));
+    slack_bytes -= slack_of(h);
+    size_t limit = budget(now);
+    if (!admit(h->maplen, limit)) {
+        huge_unlock();
+        huge_unmap(h);
+        return;
+    }
+    h->state = HUGE_CACHED;
+    h->purged = 0;
+    h->cached_at = (uint32_t)now;
+    h->next = cache;
+    cache = h;
+    cache_bytes += h->maplen;
+    hak_huge_t *evict = NULL;
+    while (cache != NULL && cache_bytes + slack_bytes > limit) {
+        hak_huge_t **pp = eviction_victim();
+        hak_huge_t *old = *pp;
+        *pp = old->next;
+        cache_bytes -= old->maplen;
+        old->next = evict;
+        evict = old;
+    }
+    purge_cache_locked(false);
+    huge_unlock();
+    while (evict != NULL) {
+        hak_huge_t *next = evict->next;
+        huge_unmap(evict);
+        evict = next;
+    }
+}
+
+size_t _hak_huge_usable(const hak_huge_t *h) {
+    return hak_align_up(h->offset + h->size, HAK_PAGE) - h->offset;
+}
+
+/* Huge realloc, race-free: other threads map, register and unmap superslabs and huge
+ * blocks while a block grows, shrinks or moves. The invariants, which hold at every
+ * instant:
+ *
+ *  1. A chunk map entry is written (added or removed) only while a live mapping of
+ *     hakmem's covers its chunk: a range's entries are added after the range came from the
+ *     kernel, and removed before it goes back — before the munmap, and before the mremap
+ *     that moves the pages away (the kernel gives the old range back inside that call).
+ *     The kernel hands a range to one mapping at a time, so a thread never clears or
+ *     overwrites entries that another thread's mapping depends on (a superslab mapped
+ *     into a range a huge block just left), and no entry names address space hakmem gave
+ *     back.
+ *  2. A moving block is registered nowhere: its old range is unregistered just before the
+ *     move, its new range registered once the pages arrived. Only a program that uses the
+ *     block while realloc works on it could notice, and that is the program's race.
+ *  3. MREMAP_FIXED only ever targets a live reservation of hakmem's (fresh from
+ *     _hak_os_map_aligned, registered to nothing), never address space already given
+ *     back; a move that fails leaves the block where it was, as it was, and gives back
+ *     only what is still provably ours (os_move.c): nothing is moved back.
+ *  4. Once the move succeeded nothing may fail: the new range's chunk map leaves are made
+ *     while it is still a reservation (registered, then unregistered at once), so
+ *     registering it afterwards only stores into them — as re-registering the old range
+ *     does after a failed move (the chunk map never frees a leaf).
+ *  5. Every copy is min(old size, new size) bytes.
+ * Where a move cannot be done safely (or at all), realloc falls back to a new block, a
+ * copy and a free of the old one. */
+
+/* Moves h's pages into a fresh reservation of newlen bytes (invariants above). Returns
+ * the block's header at its new place, or NULL with h as it was. */
+static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
+    size_t oldlen = h->maplen;
+    void *dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
+    if (dst == NULL) return NULL;
+    if (!_hak_chunkmap_add_huge(dst, dst, newlen)) {      /* makes the leaves (4) */
+        _hak_os_unmap(dst, newlen);                       /* registered nowhere */
+        return NULL;
+    }
+    _hak_chunkmap_remove(dst, newlen);
+    _hak_chunkmap_remove(h, oldlen);                      /* (1): before the mremap */
+    if (!_hak_os_remap_aligned(h, oldlen, newlen, h->thp_len, &dst)) {
+        if (!_hak_chunkmap_add_huge(h, h, oldlen))        /* its leaves exist (4) */
+            _hak_assert_fail("huge realloc: re-registering a block that did not move",
+                             __FILE__, __LINE__);
+        return NULL;
+    }
+    if (!_hak_chunkmap_add_huge(dst, dst, newlen))
+        _hak_assert_fail("huge realloc: registering a moved block", __FILE__, __LINE__);
+    return dst;
+}
+
+/* A live block's slack goes from old_slack to new_slack: accounted, if the budget allows a
+ * growth (false: it does not, nothing changed). */
+static bool slack_resize(size_t old_slack, size_t new_slack) {
+    if (new_slack == old_slack) return true;
+    uint64_t now = _hak_now_ms();
+    hak_lock(&huge_lock);
+    bool ok = new_slack < old_slack ||
+              cache_bytes + slack_bytes + (new_slack - old_slack) <= budget(now);
+    if (ok) slack_bytes = slack_bytes - old_slack + new_slack;
+    huge_unlock();
+    return ok;
+}
+
+/* A live block took a new size in its mapping of newlen bytes (slack accounted already). */
+static void *resized(hak_huge_t *h, size_t size, size_t newlen) {
+    size_t end = hak_align_up(h->offset + size, HAK_PAGE);
+    if (h->used < end) h->used = end;            /* the program may write all of it */
+    h->maplen = newlen;
+    atomic_fetch_add_explicit(&live_bytes, size - h->size, memory_order_relaxed);  /* mod 2^64 */
+    h->size = size;
+    _hak_os_thp_cover(h, h->offset + size, &h->thp_len);
+    return (char *)h + h->offset;
+}
+
+/* h is live and p its payload (_hak_huge_check), size > HAK_LARGE_MAX: the caller
+ * (alloc.c) moves blocks that shrink below the huge tier. */
+void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
+    size_t keep = size < h->size ? size : h->size;       /* what a copy copies (5) */
+    hak_assert(size <= HAK_MAX_REQUEST);
+    size_t need = h->offset + size;
+    size_t newlen = chunks_for(h->offset, size);
+    size_t old_slack = slack_of(h);
+    if (newlen <= h->maplen && (newlen > h->maplen / 2 || newlen >= chunks_for(h->offset, h->size))) {
+        /* fits the mapping we have (a reused mapping may be larger than the block): kept
+         * whole if its resident tail stays within the budget */
+        size_t end = hak_align_up(need, HAK_PAGE);
+        size_t used = h->used > end ? h->used : end;
+        if (slack_resize(old_slack, used > newlen ? used - newlen : 0))
+            return resized(h, size, h->maplen);
+    }
+    if (newlen < h->maplen) {               /* shrink a lot: give the tail back */
+        char *tail = (char *)h + newlen;
+        size_t tlen = h->maplen - newlen;
+        _hak_chunkmap_remove(tail, tlen);   /* (1): before the munmap */
+        _hak_os_unmap(tail, tlen);
+        HAK_STAT_SUB(huge_mapped, tlen);
+        if (h->thp_len > newlen) h->thp_len = newlen;
+        if (h->used > newlen) h->used = newlen;
+        slack_resize(old_slack, 0);
+        return resized(h, size, newlen);
+    }
+    size_t oldlen = h->maplen;
+    int saved = errno;                      /* a successful call leaves errno alone */
+    /* Growing: in place if the address space after us is free; else into a cached mapping
+     * (a copy into resident memory, cheaper than faulting fresh pages in); else move the
+     * page tables to a fresh mapping; else a new block and a copy. */
+    hak_huge_t *nh = NULL;
+    if (_hak_os_remap_aligned_inplace(h, oldlen, newlen, h->thp_len)) {
+        /* the range after us was free, so no one else has entries there (1) */
+        if (_hak_chunkmap_add_huge(h, (char *)h + oldlen, newlen - oldlen))
+            nh = h;
+        else                                /* registered nowhere: back to the old size */
+            _hak_os_unmap((char *)h + oldlen, newlen - oldlen);
+    }
+    if (nh == NULL) {
+        void *tail;
+        size_t tail_len;
+        uint64_t now = _hak_now_ms();
+        hak_lock(&huge_lock);
+        hak_huge_t *c = cache_take(chunks_for(HAK_HUGE_HDR, size), HAK_SS_SIZE, budget(now),
+                                   &tail, &tail_len);
+        huge_unlock();
+        unmap_tail(tail, tail_len);
+        if (c != NULL) {
+            void *q = make_live(c, size, HAK_HUGE_HDR);
+            memcpy(q, p, keep);
+            HAK_STAT_ADD(huge_allocs, 1);       /* the old block is counted as freed */
+            HAK_STAT_ADD(huge_live, 1);
+            _hak_counters_note_huge();
+            _hak_huge_free(h, p);
+            errno = saved;
+            return q;
+        }
+        nh = huge_move(h, newlen);
+    }
+    if (nh == NULL) {
+        /* the page tables could not move (or no address space was left for them): a new
+         * block and a copy, the way every other allocator grows */
+        void *q = _hak_huge_alloc(size, 0, false);
+        if (q == NULL) return NULL;
+        memcpy(q, p, keep);
+        _hak_huge_free(h, p);
+        errno = saved;
+        return q;
+    }
+    HAK_STAT_ADD(huge_mapped, newlen - oldlen);
+    _hak_counters_note_mapped();
+    slack_resize(old_slack, 0);             /* used <= oldlen < newlen: no slack left */
+    errno = saved;
+    return resized(nh, size, newlen);
+}
+
+size_t _hak_huge_purge_tick(void) {
+    hak_lock(&huge_lock);
+    purge_cache_locked(false);
+    huge_unlock();
+    return _hak_huge_cached();
+}
+
+size_t _hak_huge_purge(bool all) {
+    hak_lock(&huge_lock);
+    size_t bytes = 0;
+    hak_huge_t *list = NULL;
+    if (all) {
+        list = cache;
+        cache = NULL;
+        cache_bytes = 0;
+    } else {
+        bytes = purge_cache_locked(false);
+    }
+    huge_unlock();
+    while (list != NULL) {
+        hak_huge_t *next = list->next;
+        bytes += list->maplen;
+        huge_unmap(list);
+        list = next;
+    }
+    return bytes;
+}
+
+pthread_mutex_t *_hak_huge_fork(hak_fork_phase_t phase) {
+    pthread_mutex_t *const set[] = { &huge_lock };
+    return hak_fork_locks(set, 1, phase);
+}
+_Static_assert(sizeof(hak_huge_t) <= HAK_HUGE_HDR, "the huge header must fit before the payload");

@@ -1,0 +1,24 @@
+/* huge.h — blocks above the large tier, each a mapping of its own, and the BigCache of
+ * freed mappings (huge.c). */
+#ifndef HAKMEM_HUGE_H
+#define HAKMEM_HUGE_H
+#include "0-base/internal.h"
+
+/* size ≤ HAK_MAX_REQUEST, align ≤ HAK_MAX_REQUEST / 2. NULL: no memory (errno untouched). */
+void *_hak_huge_alloc(size_t size, size_t align, bool zero);
+void _hak_huge_free(hak_huge_t *h, void *p);
+/* A live huge block (checked) to a new size above HAK_LARGE_MAX, ≤ HAK_MAX_REQUEST. NULL:
+ * no memory, the block unchanged (errno untouched). */
+void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size);
+/* Whether p is the payload of h and h is live; if not, reported as a misuse of func. */
+bool _hak_huge_check(const hak_huge_t *h, const void *p, const char *func);
+size_t _hak_huge_usable(const hak_huge_t *h);
+size_t _hak_huge_purge(bool all);
+size_t _hak_huge_purge_tick(void);          /* purge what is due; bytes cached unpurged */
+size_t _hak_huge_cached(void);              /* bytes of cached mappings not yet purged (a relaxed read) */
+size_t _hak_huge_cache_bytes(void);         /* bytes of cached mappings, purged or not (a relaxed read) */
+pthread_mutex_t *_hak_huge_fork(hak_fork_phase_t phase);
+/* The huge allocations the BigCache's admission rule remembers (huge.c). */
+#define HAK_HUGE_RECENT 8
+
+#endif

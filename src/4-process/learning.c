@@ -1,0 +1,165 @@
+/* learning.c — HAKMEM_LEARN: hakmem adapts its caches and its memory return to the program.
+ *
+ * A fixed policy is wrong for someone: a program that frees a burst and never reuses it
+ * keeps that memory for the whole purge delay; one that frees and reallocates the same
+ * 96 MiB every 60 ms sees most of it purged (over the dirty cap) and faulted back in every
+ * cycle; a thread that moved on to other sizes keeps its caches of the old ones full. The
+ * learning layer watches a few signals that the slow paths keep anyway and moves a few
+ * bounded parameters with control rules — evidence first, one step at a time, and no step
+ * without evidence, so a steady load leaves them where they are:
+ *
+ *   purge_delay_ms, dirty_max_mb  Memory purged and then taken again within a second
+ *       (the pool counts it: a refault) means the program wanted it: both double (the cap
+ *       at least to twice what came back), up to the objective's ceiling. Memory purged
+ *       that no one took back within that second was not wanted: both halve, down to the
+ *       floor. Decided at most every 100 ms, by whichever slow path or the purge thread
+ *       gets there first. Keeping more takes refaults that cost the objective enough: a
+ *       rate of them over the last second (over the program's life, if shorter).
+ *   thread-cache depth  A class starts at a base depth (under balanced and memory at most
+ *       a number of bytes of blocks) and, per heap, doubles each time it refills after a
+ *       flush (tcache.c), past the built-in depth only within a byte bound; from the third
+ *       flush with no refill between (a drain) each flush halves it, down to a floor, and
+ *       four flushes in a row of any classes (a bulk free) send every class's cache home; a
+ *       class that saw no slow path for a while goes home and back to its base at the
+ *       owner's housekeeping (every 100 ms of its slow paths); under `memory` and
+ *       `balanced` the free pages of that class's spans go back too.
+ *
+ * The objectives are ranges for these: `speed` starts high and only goes higher (fewest
+ * page faults and slow paths), `memory` starts low and only goes lower (least resident
+ * memory), `balanced` (the default) starts low and may go either way: a program that
+ * wants its memory back shows it within a second, one that does not keeps little. `off`
+ * is the fixed policy of the options, reproducible run to run. An option given explicitly (environment
+ * or hak_option_set) is never moved. Every parameter is in the table of learned
+ * parameters (learned_params.h): the statistics print it with its change count, the trace draws
+ * it. Nothing here runs on a fast path: the api's slow paths count down a per-heap counter
+ * and call in every 64th time. */
+#include "0-base/learned_params.h"
+#include "0-base/options.h"
+#include "1-platform/os.h"
+#include "2-memory/pool.h"
+#include "3-thread/cross_thread.h"
+#include "3-thread/heap.h"
+#include "3-thread/tcache.h"
+#include "4-process/learning.h"
+
+const hak_objective_t _hak_objectives[4] = {
+    [HAK_LEARN_SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20,       0, false,           0 },
+    [HAK_LEARN_BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10,   1 << 20, 2 << 20,  true, 256ull << 20 },
+    [HAK_LEARN_MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0,       0,  true,   UINT64_MAX },
+};
+
+#define MIB ((uint64_t)1 << 20)
+
+static int mode;
+static const hak_objective_t *obj;
+static bool learn_delay, learn_cap;               /* not given explicitly */
+static int i_delay = -1, i_cap = -1;              /* in the table */
+static pthread_mutex_t tick_lock = HAK_LOCK_INIT;
+static _Atomic uint64_t next_tick_ms;
+static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below */
+static uint64_t pending, pending_since;           /* purged, not (yet) taken back */
+static uint64_t born_ms;                          /* the learner's start */
+#define RATE_TICKS 10                             /* refaults of the last ticks (a second) */
+static uint64_t rate_ms[RATE_TICKS], rate_bytes[RATE_TICKS];
+static unsigned rate_next;
+static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void _hak_learn_init(void) {
+    mode = (int)_hak_opt.learn;
+    if (mode == HAK_LEARN_OFF) return;
+    obj = &_hak_objectives[mode];
+    born_ms = _hak_now_ms();
+    learn_delay = !_hak_option_explicit(&_hak_opt.purge_delay_ms);
+    learn_cap = !_hak_option_explicit(&_hak_opt.dirty_max_mb);
+    i_delay = _hak_learned_add("purge_delay_ms", &_hak_opt.purge_delay_ms);
+    i_cap = _hak_learned_add("dirty_max_mb", &_hak_opt.dirty_max_mb);
+    if (learn_delay) _hak_learned_start(i_delay, obj->delay_start);
+    if (learn_cap) _hak_learned_start(i_cap, obj->cap_start);
+    if (!_hak_option_explicit(&_hak_opt.tcache_max)) {
+        _hak_tcache_set_policy(obj->tc_floor, obj->tc_base, obj->tc_base_bytes, obj->tc_max,
+                                   obj->tc_grow, obj->tc_heap_grow);
+        static const char *const tiers[] = { "tcache_tiny", "tcache_mid", "tcache_large" };
+        for (size_t t = 0; t < 3; t++) {           /* the depth heaps start at now */
+            int i = _hak_learned_find(tiers[t]);
+            long v;
+            if (hak_learned_get(i, NULL, &v, NULL) == 0)
+                _hak_learned_start(i, v * obj->tc_base / 100 > 0 ? v * obj->tc_base / 100 : 1);
+        }
+    }
+    _hak_pool_signals(&last_purged, &last_refaulted);
+}
+
+/* Both purge parameters one step: up (doubled; the cap at least to `want` MiB, by
+ * doublings, so one look can make room for what came back) or down (halved), within the
+ * objective. */
+static void step(bool up, long want) {
+    if (learn_delay && !_hak_option_explicit(&_hak_opt.purge_delay_ms)) {   /* set since? */
+        long d = _hak_opt.purge_delay_ms;
+        _hak_learned_set(i_delay, clamp(up ? d * 2 : d / 2, obj->delay_lo, obj->delay_hi));
+    }
+    if (learn_cap && !_hak_option_explicit(&_hak_opt.dirty_max_mb)) {
+        long c = _hak_opt.dirty_max_mb, n = up ? c * 2 : c / 2;
+        while (up && n < want && n < obj->cap_hi) n *= 2;
+        _hak_learned_set(i_cap, clamp(n, obj->cap_lo, obj->cap_hi));
+    }
+}
+
+/* The purge decision, at most every HAK_LEARN_TICK_MS, by whoever comes first. */
+void _hak_learn_tick(uint64_t now) {
+    if (mode == HAK_LEARN_OFF || now < relaxed_load(&next_tick_ms)) return;
+    if (!hak_trylock(&tick_lock)) return;
+    if (now >= relaxed_load(&next_tick_ms)) {
+        relaxed_store(&next_tick_ms, now + HAK_LEARN_TICK_MS);
+        uint64_t purged, refaulted;
+        _hak_pool_signals(&purged, &refaulted);
+        uint64_t dp = purged - last_purged, dr = refaulted - last_refaulted;
+        last_purged = purged;
+        last_refaulted = refaulted;
+        if (dr >= MIB) {                              /* purged, and wanted back */
+            pending = 0;
+            /* keep more where refaults cost the objective enough: what came back within the
+             * last second, against the objective's rate (balanced: 256 MiB/s, some 64 ms of
+             * page faults and zeroing a second, ~6% of a core; a program that frees a phase
+             * and takes it back once per phase refaults less and keeps purging). A program
+             * younger than a second is held to the rate over its life so far (at least a
+             * tick): one that rebuilds a large structure every few tens of milliseconds and
+             * ends within the second would otherwise pay its refaults for all of its life. */
+            rate_ms[rate_next % RATE_TICKS] = now;
+            rate_bytes[rate_next++ % RATE_TICKS] = dr;
+            uint64_t second = 0;
+            for (unsigned k = 0; k < RATE_TICKS; k++)
+                if (now - rate_ms[k] < HAK_REFAULT_WINDOW_MS) second += rate_bytes[k];
+            uint64_t age = now - born_ms, need = obj->up_rate;
+            if (age < HAK_REFAULT_WINDOW_MS)          /* (< 1000 ms: no overflow) */
+                need = need / HAK_REFAULT_WINDOW_MS * (age < HAK_LEARN_TICK_MS ? HAK_LEARN_TICK_MS : age);
+            if (dr * 4 >= dp && second >= need) step(true, (long)(2 * dr / MIB));
+        } else {
+            if (dp > 0 && pending == 0) pending_since = now;
+            pending += dp;
+            /* a second went by and nobody took it back: it was not wanted */
+            if (pending >= MIB && now - pending_since >= HAK_REFAULT_WINDOW_MS) {
+                pending = 0;
+                if (mode != HAK_LEARN_SPEED) step(false, 0);
+            }
+        }
+    }
+    hak_unlock(&tick_lock);
+}
+
+pthread_mutex_t *_hak_learn_fork(hak_fork_phase_t phase) {
+    pthread_mutex_t *const set[] = { &tick_lock };
+    return hak_fork_locks(set, 1, phase);
+}
+
+/* From the api's slow paths (malloc's refill, free's flush) of the thread that owns h,
+ * every 64th time. */
+void _hak_learn_slow(hak_heap_t *h) {
+    h->learn_countdown = 64;
+    if (mode == HAK_LEARN_OFF || h == &_hak_empty_heap) return;
+    uint64_t now = _hak_now_ms();
+    _hak_learn_tick(now);
+    if (now - h->housekept_ms < HAK_HOUSEKEEP_MS) return;
+    if (h->housekept_ms != 0) _hak_tcache_housekeep(h, obj->pages);
+    else h->active = 0;                               /* first look: start counting */
+    h->housekept_ms = now;
+}

@@ -1,0 +1,361 @@
+/* alloc.c — the malloc family: the fast paths, the functions built on them, and the top of
+ * every slow path.
+ *
+ * malloc of ≤ 1 MiB: size -> class (a table load, or a count of leading zeros) -> pop the
+ * thread's tcache. free: the arena's slot table (arena.h; the chunk map and the superslab's
+ * header outside it) -> the unit's slot -> if ours, push onto the tcache; if another
+ * thread's, one CAS onto the span's remote list. Everything
+ * else is a call to a noinline function: the slow paths here call the layers below (heap
+ * refill and flush, huge blocks) and, when those run short, the policy module, which
+ * decides how to try harder; they also give the purge thread its chance to start. */
+#include "0-base/counters.h"
+#include "0-base/diag.h"
+#include "0-base/options.h"
+#include "2-memory/checked.h"
+#include "2-memory/chunkmap.h"
+#include "2-memory/huge.h"
+#include "2-memory/size_class.h"
+#include "2-memory/span.h"
+#include "2-memory/superslab.h"
+#include "3-thread/cross_thread.h"
+#include "3-thread/heap.h"
+#include "3-thread/tcache.h"
+#include "4-process/init.h"
+#include "4-process/learning.h"
+#include "4-process/policy.h"
+#include "4-process/purge_thread.h"
+#include "5-api/alloc.h"
+
+/* ---- slow paths -------------------------------------------------------------------------- */
+
+/* A small malloc or calloc that ran short: try harder (policy.c), step by step. The layers
+ * below leave errno alone, so a retry that succeeds leaves the program's errno as it was. */
+static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
+    void *b = NULL;
+    for (int step = 0; b == NULL && _hak_policy_try_harder(step); step++)
+        b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
+    if (b == NULL) _hak_policy_out_of_memory(n);
+    return b;
+}
+
+/* A small malloc or calloc found its tcache empty (or the thread has no heap yet). The
+ * purge thread is polled where memory is freed (flushes, huge frees), not here: starting it
+ * allocates, and nothing may allocate between a refill's choice of a block and calloc's
+ * decision to clear it (heap.c, _hak_heap_refill). */
+static SLOW_PATH void *alloc_slow(size_t c, size_t n, bool clear) {
+    if (unlikely(_hak_thread_heap == &_hak_empty_heap)) hak_ensure_init();
+    void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
+    if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
+    hak_learn_countdown(_hak_thread_heap);
+    return b;
+}
+
+static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
+    if (n > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST / 2) { errno = ENOMEM; return NULL; }
+    hak_ensure_init();
+    void *p = _hak_huge_alloc(n, align, zero);
+    for (int step = 0; p == NULL && _hak_policy_try_harder(step); step++)
+        p = _hak_huge_alloc(n, align, zero);
+    if (p == NULL) _hak_policy_out_of_memory(n);
+    return p;
+}
+
+FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc, size_t n) {
+    if (likely(tc->head != NULL)) return hak_tc_pop_hit(tc);
+    return alloc_slow((size_t)(tc - h->tc), n, false);
+}
+
+HAK_EXPORT void *hak_malloc(size_t n) {
+    hak_heap_t *h = _hak_thread_heap;
+    hak_tcache_t *tc;
+    if (unlikely(!hak_malloc_tcache(h, n, &tc))) return huge_alloc(n, 0, false);
+    return tc_pop(h, tc, n);
+}
+
+/* The huge block whose payload is p, or NULL. */
+static hak_huge_t *huge_of(const void *p) {
+    hak_huge_t *h = _hak_chunkmap_huge_header((uintptr_t)p);
+    if (h == NULL || h->magic != HAK_HUGE_MAGIC || (const char *)h + h->offset != (const char *)p)
+        return NULL;
+    return h;
+}
+
+/* Not the start of a block: inside one (interior), or in a unit that holds none. */
+static SLOW_PATH void report_bad_block(const char *func, const void *p) {
+    hak_superslab_t *ss = hak_ss_of(p);
+    hak_unit_t *u = hak_unit_of(ss, p);
+    if (!u->in_use) _hak_report(func, HAK_ERR_NOT_LIVE, p, 0);
+    else _hak_report(func, HAK_ERR_INTERIOR, p, _hak_class_size[u->cls]);
+}
+
+static SLOW_PATH void free_invalid(void *p) { report_bad_block("free", p); }
+
+/* free's countdown ran out. Mallocs since it was set may have left room (they count only
+ * nalloc, span.h): then it starts again from what is left, unless that is under an eighth
+ * of the depth (the flush might as well come now: a cache that hovers near full would
+ * otherwise come here every few frees). Else the cache is over its depth and half of it
+ * goes home. The thread's heap is read here, not passed: an argument that the fast path
+ * must keep in the first register costs free a register copy. */
+static SLOW_PATH void flush_slow(hak_tcache_t *tc) {
+    uint32_t left = hak_tc_room(tc);
+    if (left > tc->cap / 8) {
+        hak_tc_set_room(tc, left);
+        return;
+    }
+    hak_heap_t *h = _hak_thread_heap;
+    _hak_tcache_flush_full(h, tc);
+    _hak_purge_thread_poll();
+    hak_learn_countdown(h);
+}
+
+FAST_PATH void tc_push(hak_tcache_t *tc, void *p) {
+    HAK_DEBUG_FREED(p);
+    ((void **)p)[0] = tc->head;
+    ((void **)p)[1] = tc;
+    tc->head = p;
+    if (likely(--tc->room != 0)) return;
+    flush_slow(tc);
+}
+
+/* The block carries the key: a double free, or user data that happens to match. */
+static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
+    if (_hak_tcache_is_free(_hak_thread_heap, tc, p)) {
+        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, hak_span_of(hak_ss_of(p), p)->bsize);
+        return;
+    }
+    tc_push(tc, p);
+}
+
+/* The rare ends of a free of another thread's block: a span whose thread has exited (this
+ * thread adopts the span and frees the block locally, unless someone else took the span
+ * first; not in checked mode, where every free goes through the checks of the remote
+ * path), checked mode itself, and a thread with no heap yet to count the free in (it gets
+ * one, so that a thread that only consumes what others allocate frees on the common path;
+ * past its exit it has none, and a shared counter counts it). */
+static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
+    hak_heap_t *me = _hak_heap_thread();
+    uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;
+    if (unlikely(_hak_opt.secure) && me != NULL && !me->shared) {
+        _hak_tcache_quarantine(me, s, p);
+        return;
+    }
+    if (owner == 0 && !_hak_opt.check && _hak_heap_adopt_on_free(s, p)) return;
+    _hak_span_free_remote(s, p, count);
+}
+
+/* Another thread's block: one CAS onto its span's remote list, counted by this thread. In
+ * checked mode every unit's owner slot holds HAK_CHECKED_OWNER, so one compare sends both an
+ * abandoned span (no owner) and checked mode to the slow end. */
+static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
+    uintptr_t owner = relaxed_load(&u->owner);
+    hak_heap_t *me = _hak_thread_heap;
+    hak_span_t *s = hak_span_at(p, u);
+    if (likely(owner > HAK_CHECKED_OWNER && me != &_hak_empty_heap)) {
+        /* counted first, and not undone for a double free (reported; under warn the count
+         * is one over): once pushed, the block may be collected and its span reused, and a
+         * counter kept live across the push's rare call (the owner's notification) cost the
+         * common path saved registers */
+        me->st.remote_frees[u->cls]++;
+        /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
+         * changes meanwhile leaves a double free found later, not missed) */
+        _hak_span_push_remote(s, p, __atomic_load_n(&u->tc, __ATOMIC_RELAXED));
+        return;
+    }
+    free_other_slow(s, p, owner);
+}
+
+/* A block in the thread's cache carries the cache's address in its second word: a free
+ * that finds it there may be a double free, which free_suspect settles. */
+FAST_PATH void free_block(hak_unit_t *u, void *p) {
+    if (unlikely(!hak_block_start(u, p))) { free_invalid(p); return; }
+    if (likely(relaxed_load(&u->owner) == hak_thread_key())) {
+        hak_tcache_t *tc = u->tc;
+        if (unlikely(((void **)p)[1] == tc)) { free_suspect(tc, p); return; }
+        tc_push(tc, p);
+        return;
+    }
+    free_other(p, u);
+}
+
+/* Not in the arena: a superslab outside it (arena.c), a huge block, NULL, or no block. */
+static SLOW_PATH void free_slow(void *p) {
+    if (hak_chunk_kind((uintptr_t)p) == HAK_CHUNK_SS) {
+        free_block(hak_unit_of(hak_ss_of(p), p), p);
+        return;
+    }
+    if (p == NULL) return;
+    hak_huge_t *h = _hak_chunkmap_huge_header((uintptr_t)p);
+    if (h != NULL) {
+        _hak_huge_free(h, p);                  /* checks the pointer itself */
+        _hak_purge_thread_poll();
+        return;
+    }
+    hak_ensure_init();                         /* (a first call: HAKMEM_ON_ERROR read) */
+    _hak_report("free", HAK_ERR_FOREIGN, p, 0);
+}
+
+HAK_EXPORT void hak_free(void *p) {
+    hak_unit_t *u;
+    if (likely(hak_arena_unit(p, &u))) { free_block(u, p); return; }
+    free_slow(p);
+}
+
+HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
+    size_t total;
+    if (unlikely(__builtin_mul_overflow(count, size, &total))) { errno = ENOMEM; return NULL; }
+    if (total > HAK_LARGE_MAX) return huge_alloc(total, 0, true);
+    hak_heap_t *h = _hak_thread_heap;
+    hak_tcache_t *tc;
+    hak_malloc_tcache(h, total, &tc);           /* total ≤ HAK_LARGE_MAX: always true */
+    if (likely(tc->head != NULL)) return memset(hak_tc_take(tc), 0, total > 16 ? total : 16);
+    return alloc_slow((size_t)(tc - h->tc), total, true);
+}
+
+HAK_EXPORT size_t hak_usable_size(const void *p) {
+    hak_unit_t *u;
+    if (likely(hak_unit_find(p, &u))) {
+        if (likely(hak_block_start(u, p))) {
+            hak_span_t *s = hak_span_at(p, u);
+            return unlikely(_hak_opt.check) ? _hak_checked_usable(s, p) : s->bsize;
+        }
+        report_bad_block("malloc_usable_size", p);
+        return 0;
+    }
+    if (p == NULL) return 0;
+    hak_huge_t *h = huge_of(p);
+    if (h != NULL) return _hak_huge_usable(h);
+    _hak_report("malloc_usable_size", HAK_ERR_FOREIGN, p, 0);
+    return 0;
+}
+
+/* A huge block to size n: moved into the small tiers when it shrinks below the huge tier,
+ * else grown or shrunk by the huge tier, trying harder when it runs short. */
+static void *realloc_huge(hak_huge_t *h, void *p, size_t n) {
+    if (!_hak_huge_check(h, p, "realloc")) { errno = EINVAL; return NULL; }
+    if (n <= HAK_LARGE_MAX) {
+        void *q = hak_malloc(n);
+        if (q == NULL) return NULL;
+        memcpy(q, p, n < h->size ? n : h->size);  /* an aligned huge block may be smaller */
+        hak_free(p);
+        return q;
+    }
+    if (n > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
+    void *q = _hak_huge_realloc(h, p, n);
+    for (int step = 0; q == NULL && _hak_policy_try_harder(step); step++)
+        q = _hak_huge_realloc(h, p, n);
+    if (q == NULL) _hak_policy_out_of_memory(n);
+    _hak_purge_thread_poll();            /* the old block may have gone to the BigCache */
+    return q;
+}
+
+HAK_EXPORT void *hak_realloc(void *p, size_t n) {
+    if (p == NULL) return hak_malloc(n);
+    if (n == 0) { hak_free(p); return NULL; }        /* glibc's behaviour */
+    hak_unit_t *u;
+    if (likely(hak_unit_find(p, &u))) {
+        if (unlikely(!hak_block_start(u, p))) {
+            report_bad_block("realloc", p);
+            errno = EINVAL;
+            return NULL;
+        }
+        hak_span_t *s = hak_span_at(p, u);
+        size_t old = s->bsize;
+        if (unlikely(_hak_opt.check)) old = _hak_checked_usable(s, p);              /* move */
+        else if (n <= old && (n > old / 2 || old <= 64)) return p;       /* not worth a move */
+        void *q = hak_malloc(n);
+        if (q == NULL) return NULL;
+        memcpy(q, p, n < old ? n : old);
+        hak_free(p);
+        return q;
+    }
+    hak_huge_t *h = _hak_chunkmap_huge_header((uintptr_t)p);
+    if (h != NULL) return realloc_huge(h, p, n);
+    _hak_report("realloc", HAK_ERR_FOREIGN, p, 0);
+    errno = EINVAL;
+    return NULL;
+}
+
+HAK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
+    return hak_realloc(p, total);
+}
+
+/* The block p of class c, just taken, lacks the alignment: it is a coloured span's
+ * (superslab.c, "Colours"). It goes back, and an aligned one comes from heap.c. */
+static SLOW_PATH void *aligned_retry(size_t c, size_t align, size_t n, void *p) {
+    hak_free(p);
+    hak_heap_t *h = _hak_thread_heap;
+    if (h == &_hak_empty_heap) return huge_alloc(n, align, false);   /* past the thread's exit */
+    void *b = _hak_heap_alloc_aligned(h, c, align);
+    for (int step = 0; b == NULL && _hak_policy_try_harder(step); step++)
+        b = _hak_heap_alloc_aligned(h, c, align);
+    if (b == NULL) _hak_policy_out_of_memory(n);
+    return b;
+}
+
+/* Alignment is a power of two here. Up to 64 KiB it is served from a class whose blocks
+ * all have it in an uncoloured span (see size_class.c; a block of a coloured span has 64
+ * bytes, and a request for more that gets one takes another); beyond that, or for huge
+ * sizes, by the huge tier. */
+static void *alloc_aligned(size_t align, size_t n) {
+    if (align <= 16) return hak_malloc(n);
+    if (n > HAK_LARGE_MAX || align > HAK_UNIT_SIZE) return huge_alloc(n, align, false);
+    hak_ensure_init();
+    size_t need = unlikely(_hak_opt.check) && n + 16 <= HAK_LARGE_MAX ? n + 16 : n;
+    size_t c = _hak_aligned_class[__builtin_ctzl(align)][hak_size_class(need)];
+    if (c == 0xff) return huge_alloc(n, align, false);
+    hak_heap_t *h = _hak_thread_heap;
+    void *p = tc_pop(h, &h->tc[c], n);
+    if (align <= HAK_COLOUR_STEP || p == NULL || ((uintptr_t)p & (align - 1)) == 0) return p;
+    return aligned_retry(c, align, n, p);
+}
+
+static bool is_pow2(size_t a) { return a != 0 && (a & (a - 1)) == 0; }
+
+HAK_EXPORT int hak_posix_memalign(void **out, size_t align, size_t n) {
+    if (align < sizeof(void *) || !is_pow2(align)) return EINVAL;
+    void *p = alloc_aligned(align, n);
+    if (p == NULL) return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+HAK_EXPORT void *hak_aligned_alloc(size_t align, size_t n) {
+    if (!is_pow2(align)) { errno = EINVAL; return NULL; }
+    return alloc_aligned(align, n);
+}
+
+/* glibc's memalign rounds a non-power-of-two alignment up instead of failing. */
+HAK_EXPORT void *hak_memalign(size_t align, size_t n) {
+    if (align <= 16) return hak_malloc(n);
+    if (align > SIZE_MAX / 2 + 1) { errno = EINVAL; return NULL; }
+    if (!is_pow2(align)) align = (size_t)1 << (64 - __builtin_clzl(align));
+    return alloc_aligned(align, n);
+}
+
+HAK_EXPORT void *hak_valloc(size_t n) { return alloc_aligned(HAK_PAGE, n); }
+
+HAK_EXPORT void *hak_pvalloc(size_t n) {
+    if (n > SIZE_MAX - HAK_PAGE) { errno = ENOMEM; return NULL; }
+    size_t r = hak_align_up(n ? n : 1, HAK_PAGE);
+    return alloc_aligned(HAK_PAGE, r);
+}
+
+HAK_EXPORT void hak_free_sized(void *p, size_t size) { (void)size; hak_free(p); }
+
+HAK_EXPORT void hak_free_aligned_sized(void *p, size_t align, size_t size) {
+    (void)align; (void)size;
+    hak_free(p);
+}
+
+HAK_EXPORT int hak_trim(size_t pad) {
+    (void)pad;
+    return _hak_policy_trim();
+}
+
+HAK_EXPORT int hak_owns(const void *p) {
+    return hak_chunk_kind((uintptr_t)p) != 0;
+}
+
+_Static_assert(offsetof(hak_heap_t, tc) == 0, "tcache offsets assume tc comes first");
