@@ -33,16 +33,25 @@ lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a $(BUILD)/libhakmem_api.a
 $(BUILD)/obj:
 	@mkdir -p $@
 
+# Each object of the library is compiled, then relinked (ld -r) with mk/hakmem_text.ld,
+# which gathers its code between two symbols: the heap profiler drops those frames from
+# the stacks it records (src/4-process/prof.c).
+SRC_ALL += mk/hakmem_text.ld
+HAK_TEXT = $(LD) -r -T mk/hakmem_text.ld $@.cc.o -o $@ && rm -f $@.cc.o
+
 # Release objects: with the malloc override, and without it (hak_* only).
 $(BUILD)/obj/hakmem.o: $(SRC_ALL) | $(BUILD)/obj
-	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@
+	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@.cc.o
+	$(HAK_TEXT)
 $(BUILD)/obj/hakmem_api.o: $(SRC_ALL) | $(BUILD)/obj
-	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -DHAKMEM_NO_OVERRIDE -c src/hakmem.c -o $@
+	$(CC) $(CFLAGS_BASE) $(RELEASE_FLAGS) $(CFLAGS) -DHAKMEM_NO_OVERRIDE -c src/hakmem.c -o $@.cc.o
+	$(HAK_TEXT)
 # Debug objects: assertions on every invariant (HAKMEM_DEBUG=2), malloc overridden.
 $(BUILD)/debug:
 	@mkdir -p $@
 $(BUILD)/debug/hakmem.o: $(SRC_ALL) | $(BUILD)/debug
-	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@
+	$(CC) $(CFLAGS_BASE) $(DEBUG_FLAGS) $(CFLAGS) -c src/hakmem.c -o $@.cc.o
+	$(HAK_TEXT)
 
 # The shared library alone replaces pthread_create (src/5-api/override_pthread.c says why).
 $(BUILD)/obj/override_pthread.o: src/5-api/override_pthread.c $(SRC_ALL) | $(BUILD)/obj

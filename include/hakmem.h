@@ -106,6 +106,20 @@ HAK_EXPORT void hak_stats_print(FILE *out);
  * or -1 past the last one. hak_stats_print lists them; HAKMEM_TRACE_FILE records them. */
 HAK_EXPORT int hak_learned_get(int i, const char **name, long *value, unsigned long long *changes);
 
+/* ---- heap profiler ------------------------------------------------------------------
+ * Sampled allocations with their stacks: on average one sample per HAKMEM_PROF_SAMPLE
+ * bytes allocated (exponential intervals: each byte has the same chance), nothing counted
+ * on the fast paths. A profile is pprof's profile.proto (gzip-wrapped when the path ends in
+ * .gz) with allocated and live (in use) blocks and bytes, estimates of the truth; `pprof`
+ * reads it (docs/PROFILING.md). HAKMEM_PROF=1 starts profiling as the program starts and
+ * writes HAKMEM_PROF_FILE at exit. */
+HAK_EXPORT int hak_prof_start(void);            /* 0 (already running: 0 too) */
+HAK_EXPORT int hak_prof_stop(void);             /* 0; what was sampled stays, and is written */
+HAK_EXPORT int hak_prof_active(void);           /* 1 while sampling */
+/* Writes a profile now: to path, or (NULL) to HAKMEM_PROF_FILE's name with the next number
+ * inserted before .pb.gz. 0, or -1 with errno. */
+HAK_EXPORT int hak_prof_dump(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,7 +8,7 @@
 options.def is a list of X-macro lines, HAK_OPTION(NAME, field, choices, default, min, max,
 when, description); its opening comment names the parameters in that order, and this
 script takes the order from there, so a reordering in the table that updates its comment
-needs no change here. The text options (STATS_FILE, TRACE_FILE) live beside the table in
+needs no change here. The text options (STATS_FILE, TRACE_FILE, PROF_FILE, PROF_SIGNAL) live beside the table in
 src/0-base/options.c; their descriptions are read from there.
 
 tests/test_options.py imports load_options() and checks the document and the table that
@@ -52,7 +52,7 @@ class Option:
             return "|".join(self.choices)
         if self.kind == "number":
             return "%d..%d" % (self.lo, self.hi)
-        return "a file path"
+        return getattr(self, "text_accepts", "a file path")
 
     def default_text(self):
         if self.kind == "choice":
@@ -146,7 +146,11 @@ def _param_order(raw):
 # The text options, beside the table in src/0-base/options.c: (name, the variable holding the
 # description there, when, what the document says for "unset").
 TEXT_OPTIONS = [("STATS_FILE", "stats_file_desc", "ANY", "(stderr)"),
-                ("TRACE_FILE", "trace_file_desc", "INIT", "(none)")]
+                ("TRACE_FILE", "trace_file_desc", "INIT", "(none)"),
+                ("PROF_FILE", "prof_file_desc", "INIT", "`hakmem.%p.pb.gz`"),
+                ("PROF_SIGNAL", "prof_signal_desc", "INIT", "(none)")]
+# What such an option accepts, where it is not a file path (`hakmem options` prints it).
+TEXT_ACCEPTS = {"PROF_SIGNAL": "NAME|NUMBER"}
 
 
 def _text_options():
@@ -162,12 +166,13 @@ def _text_options():
             raise ValueError("%s: no %s[] (the description of %s)" % (OPTIONS_C, var, name))
         o = Option(name, "text", "-", when=when, description=_c_string(m.group(1)))
         o.unset_text = unset
+        o.text_accepts = TEXT_ACCEPTS.get(name, "a file path")
         out.append(o)
     return out
 
 
 def load_options(def_file=DEF_FILE):
-    """Every option, in the table's order, then the text options (STATS_FILE, TRACE_FILE)."""
+    """Every option, in the table's order, then the text options (TEXT_OPTIONS)."""
     with open(def_file) as f:
         raw = f.read()
     order = _param_order(raw)
@@ -316,7 +321,7 @@ def render(options):
             accepts = "`%d` … `%d`" % (o.lo, o.hi)
             default = "`%s`" % o.default_text()
         else:
-            accepts = "a file path"
+            accepts = o.accepts() if o.accepts() == "a file path" else "`%s`" % o.accepts()
             default = getattr(o, "unset_text", "(none)")
         when = "start-up" if o.when == "INIT" else "any time"
         rows.append("| `%s` | %s | %s | %s | %s |" % (o.var, accepts, default, when,

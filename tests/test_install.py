@@ -16,7 +16,8 @@ pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
 
 INSTALLED = ["lib/libhakmem.so", "lib/libhakmem.a", "include/hakmem.h",
-             "lib/pkgconfig/hakmem.pc", "bin/hakmem", "share/hakmem/plot_trace.py"]
+             "lib/pkgconfig/hakmem.pc", "bin/hakmem", "share/hakmem/plot_trace.py",
+             "share/hakmem/plot_profile.py", "share/hakmem/pprof_profile.py"]
 
 
 @pytest.fixture(scope="module")

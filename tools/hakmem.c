@@ -1,6 +1,7 @@
 /* hakmem — the command-line front end: run a program under hakmem, show the options.
  *
- *   hakmem run [--stats] [--trace FILE] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]
+ *   hakmem run [--stats] [--trace FILE] [--profile FILE] [--set NAME=VALUE]... [--lib PATH]
+ *              [--] PROGRAM [ARGS...]
  *   hakmem options
  *   hakmem version
  *
@@ -28,13 +29,17 @@
  * cannot be executed; 127 when it is not found — the conventions of env(1) and timeout(1).
  * The other commands exit 0, or 2 on a usage error.
  *
- * `run --trace FILE` cannot exec in place: it runs the program as a child with
- * HAKMEM_TRACE_FILE=FILE.csv (FILE itself if it ends in .csv), waits for it (ignoring
- * SIGINT and SIGQUIT meanwhile, as system(3) does, so ^C reaches the program and the
- * picture is still drawn), then runs scripts/plot_trace.py to draw FILE.png, and exits as
- * the program did (a program killed by a signal: the same signal, raised again). The script
- * is looked for as <dir>/../share/hakmem/plot_trace.py (installed), <dir>/plot_trace.py
- * (the build tree; make copies it there) and <dir>/../scripts/plot_trace.py. */
+ * `run --trace FILE` and `run --profile FILE` cannot exec in place: they run the program as
+ * a child, wait for it (ignoring SIGINT and SIGQUIT meanwhile, as system(3) does, so ^C
+ * reaches the program and the picture is still drawn), draw the pictures, and exit as the
+ * program did (a program killed by a signal: the same signal, raised again). --trace gives
+ * it HAKMEM_TRACE_FILE=FILE.csv (FILE itself if it ends in .csv) and draws FILE.png with
+ * scripts/plot_trace.py; --profile gives it HAKMEM_PROF=1 and HAKMEM_PROF_FILE=FILE.pb.gz
+ * (FILE itself if it ends in .pb.gz), and draws the bytes live at exit by stack into
+ * FILE.svg with scripts/plot_profile.py (which also prints the top allocation sites, and
+ * imports pprof_profile.py from beside itself). The two may be combined. A script is looked
+ * for as <dir>/../share/hakmem/NAME (installed), <dir>/NAME (the build tree; make copies
+ * it there) and <dir>/../scripts/NAME. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +58,8 @@
 enum { EXIT_USAGE = 2, EXIT_RUN_FAILED = 125, EXIT_CANNOT_EXEC = 126, EXIT_NOT_FOUND = 127 };
 
 static const char usage_text[] =
-    "usage: hakmem run [--stats] [--trace FILE] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]\n"
+    "usage: hakmem run [--stats] [--trace FILE] [--profile FILE] [--set NAME=VALUE]...\n"
+    "                  [--lib PATH] [--] PROGRAM [ARGS...]\n"
     "       hakmem options\n"
     "       hakmem version\n"
     "       hakmem --help\n"
@@ -66,6 +72,12 @@ static const char usage_text[] =
     "                                FILE.csv (HAKMEM_TRACE_FILE; every 50 ms, --set\n"
     "                                TRACE_MS=N to change) and draw FILE.png when the program\n"
     "                                exits (python3 with matplotlib)\n"
+    "             --profile FILE     sample allocations with their stacks (HAKMEM_PROF=1, one\n"
+    "                                per 512 KiB on average: --set PROF_SAMPLE=N) into\n"
+    "                                FILE.pb.gz, pprof's format (HAKMEM_PROF_FILE); when the\n"
+    "                                program exits, draw the bytes still live by stack into\n"
+    "                                FILE.svg and print the top sites (python3 with matplotlib\n"
+    "                                and protobuf, binutils); `pprof FILE.pb.gz` reads it too\n"
     "             --set NAME=VALUE   set option HAKMEM_NAME=VALUE; the name and value are\n"
     "                                checked against the option table first\n"
     "             --lib PATH         preload this libhakmem.so instead of the one found\n"
@@ -131,22 +143,20 @@ static int parse_set(const char *arg, char **env_out) {
     const char *bare = strncmp(name, "HAKMEM_", 7) == 0 ? name + 7 : name;
     const char *value = eq + 1;
 
-    /* The text options are outside the numeric table: any value goes. */
-    if (strcmp(bare, "STATS_FILE") != 0 && strcmp(bare, "TRACE_FILE") != 0) {
+    /* This process never initialises hakmem, so setting it here only checks the value; a
+     * text option (STATS_FILE, TRACE_FILE, PROF_FILE, ...) takes any value. */
+    if (hak_option_set(bare, value) != 0) {
         errno = 0;
         if (hak_option_get(bare) == -1 && errno == EINVAL) {
             fprintf(stderr, "hakmem: unknown option '%.*s' in --set %s "
                     "(`hakmem options` lists them)\n", (int)n, arg, arg);
             return EXIT_RUN_FAILED;
         }
-        /* This process never initialises hakmem, so setting it here only checks the value. */
-        if (hak_option_set(bare, value) != 0) {
-            char acc[256];
-            option_accepts(bare, acc, sizeof acc);
-            fprintf(stderr, "hakmem: bad value '%s' for HAKMEM_%s (accepts %s)\n", value, bare,
-                    acc[0] ? acc : "what `hakmem options` lists");
-            return EXIT_RUN_FAILED;
-        }
+        char acc[256];
+        option_accepts(bare, acc, sizeof acc);
+        fprintf(stderr, "hakmem: bad value '%s' for HAKMEM_%s (accepts %s)\n", value, bare,
+                acc[0] ? acc : "what `hakmem options` lists");
+        return EXIT_RUN_FAILED;
     }
     size_t need = 7 + strlen(bare) + 1 + strlen(value) + 1;
     char *env = malloc(need);
@@ -213,7 +223,16 @@ static int set_preload(const char *lib) {
     return ok;
 }
 
-/* ---- run --trace ------------------------------------------------------------------------ */
+/* ---- run --trace, run --profile --------------------------------------------------------- */
+
+/* What --trace and --profile have the program write, and how its picture is drawn. */
+typedef struct {
+    const char *what;        /* "trace", "profile": the messages' word */
+    const char *verb;        /* "traced", "profiled" */
+    const char *script;      /* what draws it, from scripts/ */
+    const char *packages;    /* what the script needs, for the message when python3 is missing */
+    char *data, *pic;        /* absolute paths, allocated */
+} output_t;
 
 /* Directory of this executable into dir (PATH_MAX); 0 if it cannot be found. */
 static int own_dir(char *dir) {
@@ -225,32 +244,31 @@ static int own_dir(char *dir) {
     return 1;
 }
 
-/* --trace FILE: FILE.csv (FILE if it ends in .csv) and FILE.png, absolute (the program may
- * change directory before anything of it starts another program). Allocated. */
-static int trace_paths(const char *arg, char **csv, char **png) {
+/* o->data = FILE + ext (FILE itself if it ends in ext), o->pic = FILE + pic_ext, absolute
+ * (the program may change directory before anything of it starts another program). */
+static int output_paths(const char *arg, const char *ext, const char *pic_ext, output_t *o) {
     char cwd[PATH_MAX] = "";
     if (arg[0] != '/' && getcwd(cwd, sizeof cwd) == NULL) { perror("hakmem: getcwd"); return 0; }
-    size_t n = strlen(arg);
-    int has_csv = n > 4 && strcmp(arg + n - 4, ".csv") == 0;
-    size_t base = has_csv ? n - 4 : n, need = strlen(cwd) + 1 + n + 5;
-    *csv = malloc(need);
-    *png = malloc(need);
-    if (*csv == NULL || *png == NULL) { perror("hakmem"); return 0; }
+    size_t n = strlen(arg), e = strlen(ext);
+    int has_ext = n > e && strcmp(arg + n - e, ext) == 0;
+    size_t base = has_ext ? n - e : n, need = strlen(cwd) + 1 + n + e + strlen(pic_ext) + 1;
+    o->data = malloc(need);
+    o->pic = malloc(need);
+    if (o->data == NULL || o->pic == NULL) { perror("hakmem"); return 0; }
     const char *sep = cwd[0] ? "/" : "";
-    snprintf(*csv, need, "%s%s%.*s.csv", cwd, sep, (int)base, arg);
-    snprintf(*png, need, "%s%s%.*s.png", cwd, sep, (int)base, arg);
+    snprintf(o->data, need, "%s%s%.*s%s", cwd, sep, (int)base, arg, ext);
+    snprintf(o->pic, need, "%s%s%.*s%s", cwd, sep, (int)base, arg, pic_ext);
     return 1;
 }
 
-/* scripts/plot_trace.py, installed or in the build tree, into out (PATH_MAX). */
-static int find_plot_script(char *out) {
+/* scripts/NAME, installed or in the build tree, into out (PATH_MAX). */
+static int find_script(const char *name, char *out) {
     char dir[PATH_MAX];
     if (!own_dir(dir)) return 0;
-    const char *candidates[] = { "/../share/hakmem/plot_trace.py", "/plot_trace.py",
-                                 "/../scripts/plot_trace.py" };
+    const char *candidates[] = { "/../share/hakmem/", "/", "/../scripts/" };
     for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++) {
         char p[PATH_MAX + 64];
-        snprintf(p, sizeof p, "%s%s", dir, candidates[i]);
+        snprintf(p, sizeof p, "%s%s%s", dir, candidates[i], name);
         if (access(p, R_OK) == 0 && realpath(p, out) != NULL) return 1;
     }
     return 0;
@@ -270,46 +288,55 @@ static int run_and_wait(char **argv) {
     return st;
 }
 
-/* Draws png from csv with the plotting script; messages say where the trace is. */
-static void plot_trace(const char *csv, const char *png, const char *title) {
+/* Draws o->pic from o->data with its script; messages say where the data is. */
+static void plot(const output_t *o, const char *title) {
     struct stat sb;
-    if (stat(csv, &sb) != 0) {
-        fprintf(stderr, "hakmem: no trace was written to %s (a program that does not load "
-                "libhakmem.so — statically linked, set-user-ID — cannot be traced)\n", csv);
+    if (stat(o->data, &sb) != 0) {
+        fprintf(stderr, "hakmem: no %s was written to %s (a program that does not load "
+                "libhakmem.so — statically linked, set-user-ID — cannot be %s)\n",
+                o->what, o->data, o->verb);
         return;
     }
     char script[PATH_MAX];
-    if (!find_plot_script(script)) {
-        fprintf(stderr, "hakmem: trace in %s; plot_trace.py (scripts/ in hakmem's sources) "
-                "not found beside the command or in its share/hakmem/, so no picture\n", csv);
+    if (!find_script(o->script, script)) {
+        fprintf(stderr, "hakmem: %s in %s; %s (scripts/ in hakmem's sources) not found beside "
+                "the command or in its share/hakmem/, so no picture\n", o->what, o->data, o->script);
         return;
     }
-    char *args[] = { "python3", script, (char *)csv, (char *)png, "--title", (char *)title, NULL };
+    char *args[] = { "python3", script, o->data, o->pic, "--title", (char *)title, NULL };
     int st = run_and_wait(args);
     if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-        fprintf(stderr, "hakmem: trace in %s, picture in %s\n", csv, png);
+        fprintf(stderr, "hakmem: %s in %s, picture in %s\n", o->what, o->data, o->pic);
     } else if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 3) {
-        /* the script said that matplotlib is missing and how to install it */
+        /* the script said which Python package is missing and how to install it */
     } else if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == EXIT_NOT_FOUND) {
-        fprintf(stderr, "hakmem: trace in %s; python3 not found, so no picture (install "
-                "python3 and python3-matplotlib, then run python3 %s %s)\n", csv, script, csv);
+        fprintf(stderr, "hakmem: %s in %s; python3 not found, so no picture (install "
+                "%s, then run python3 %s %s)\n", o->what, o->data, o->packages, script, o->data);
     } else {
-        fprintf(stderr, "hakmem: trace in %s; drawing it failed (python3 %s %s)\n", csv, script, csv);
+        fprintf(stderr, "hakmem: %s in %s; drawing it failed (python3 %s %s)\n", o->what,
+                o->data, script, o->data);
     }
 }
 
 /* ---- commands ------------------------------------------------------------------------- */
 
-/* The program's environment: the preload, --stats, --set, and the trace file. */
-static int program_env(const char *lib, int stats, char **envs, size_t n_envs, const char *trace_csv) {
+/* The program's environment: the preload, --stats, --set, the trace file and the profile. */
+static int program_env(const char *lib, int stats, char **envs, size_t n_envs,
+                       const output_t *trace, const output_t *profile) {
     if (!set_preload(lib)) return 0;
     if (stats && setenv("HAKMEM_STATS", "1", 1) != 0) { perror("hakmem"); return 0; }
     for (size_t k = 0; k < n_envs; k++)          /* --set after --stats: it may say STATS=0 */
         if (putenv(envs[k]) != 0) { perror("hakmem"); return 0; }
-    if (trace_csv) {
+    if (trace) {
         /* a trace of an enclosing program is not ours to continue (src/4-process/trace.c) */
         unsetenv("HAKMEM_TRACE_OWNER");
-        if (setenv("HAKMEM_TRACE_FILE", trace_csv, 1) != 0) { perror("hakmem"); return 0; }
+        if (setenv("HAKMEM_TRACE_FILE", trace->data, 1) != 0) { perror("hakmem"); return 0; }
+    }
+    if (profile) unsetenv("HAKMEM_PROF_OWNER");  /* (likewise: src/4-process/prof.c) */
+    if (profile && (setenv("HAKMEM_PROF", "1", 1) != 0 ||
+                    setenv("HAKMEM_PROF_FILE", profile->data, 1) != 0)) {
+        perror("hakmem");
+        return 0;
     }
     return 1;
 }
@@ -319,12 +346,12 @@ static int exec_failed(const char *prog, int err) {
     return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
 }
 
-/* --trace: the program as a child, then the picture; the program's exit status. */
-static int run_traced(char **prog, const char *lib, int stats, char **envs, size_t n_envs,
-                      const char *trace_arg) {
-    char *csv, *png;
-    if (!trace_paths(trace_arg, &csv, &png)) return EXIT_RUN_FAILED;
-    unlink(csv);                                 /* no stale trace drawn if none is written */
+/* --trace, --profile: the program as a child, then the pictures; the program's exit status.
+ * trace or profile may be NULL. */
+static int run_child(char **prog, const char *lib, int stats, char **envs, size_t n_envs,
+                     output_t *trace, output_t *profile) {
+    if (trace) unlink(trace->data);              /* nothing stale drawn if none is written */
+    if (profile) unlink(profile->data);
     int pipefd[2];                               /* the child's exec errno, if exec fails */
     if (pipe2(pipefd, O_CLOEXEC) != 0) { perror("hakmem: pipe"); return EXIT_RUN_FAILED; }
     fflush(NULL);
@@ -333,7 +360,7 @@ static int run_traced(char **prog, const char *lib, int stats, char **envs, size
     if (pid == 0) {
         close(pipefd[0]);
         int err = 0;
-        if (!program_env(lib, stats, envs, n_envs, csv)) err = -1;
+        if (!program_env(lib, stats, envs, n_envs, trace, profile)) err = -1;
         else { execvp(prog[0], prog); err = errno; }
         if (write(pipefd[1], &err, sizeof err) < 0) { /* the parent sees EOF */ }
         _exit(EXIT_RUN_FAILED);
@@ -360,7 +387,8 @@ static int run_traced(char **prog, const char *lib, int stats, char **envs, size
     for (char **a = prog; *a && n < sizeof title - 1; a++)
         n += (size_t)snprintf(title + n, sizeof title - n, "%s%s", a == prog ? "" : " ", *a);
     if (n >= sizeof title - 1) strcpy(title + sizeof title - 4, "...");
-    plot_trace(csv, png, title);
+    if (trace) plot(trace, title);
+    if (profile) plot(profile, title);
 
     if (WIFSIGNALED(st)) {                       /* die the way the program died */
         int sig = WTERMSIG(st);
@@ -379,7 +407,7 @@ static int run_traced(char **prog, const char *lib, int stats, char **envs, size
 
 static int cmd_run(int argc, char **argv) {
     int stats = 0, i = 0;
-    const char *lib_arg = NULL, *trace_arg = NULL;
+    const char *lib_arg = NULL, *trace_arg = NULL, *profile_arg = NULL;
     char **envs = calloc((size_t)argc + 1, sizeof *envs);
     size_t n_envs = 0;
     if (envs == NULL) { perror("hakmem"); return EXIT_RUN_FAILED; }
@@ -403,6 +431,10 @@ static int cmd_run(int argc, char **argv) {
             trace_arg = a[7] == '=' ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
             if (trace_arg == NULL || *trace_arg == 0)
                 return usage_error("%s wants a file name", a, EXIT_RUN_FAILED);
+        } else if (strcmp(a, "--profile") == 0 || strncmp(a, "--profile=", 10) == 0) {
+            profile_arg = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
+            if (profile_arg == NULL || *profile_arg == 0)
+                return usage_error("%s wants a file name", a, EXIT_RUN_FAILED);
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
@@ -414,8 +446,17 @@ static int cmd_run(int argc, char **argv) {
 
     char lib[PATH_MAX];
     if (!find_library(lib_arg, lib)) return EXIT_RUN_FAILED;
-    if (trace_arg) return run_traced(argv + i, lib, stats, envs, n_envs, trace_arg);
-    if (!program_env(lib, stats, envs, n_envs, NULL)) return EXIT_RUN_FAILED;
+    output_t trace = { "trace", "traced", "plot_trace.py", "python3 and python3-matplotlib",
+                       NULL, NULL };
+    output_t profile = { "profile", "profiled", "plot_profile.py",
+                         "python3, python3-matplotlib and python3-protobuf", NULL, NULL };
+    if (trace_arg && !output_paths(trace_arg, ".csv", ".png", &trace)) return EXIT_RUN_FAILED;
+    if (profile_arg && !output_paths(profile_arg, ".pb.gz", ".svg", &profile))
+        return EXIT_RUN_FAILED;
+    if (trace_arg || profile_arg)
+        return run_child(argv + i, lib, stats, envs, n_envs, trace_arg ? &trace : NULL,
+                         profile_arg ? &profile : NULL);
+    if (!program_env(lib, stats, envs, n_envs, NULL, NULL)) return EXIT_RUN_FAILED;
     execvp(argv[i], argv + i);
     return exec_failed(argv[i], errno);
 }

@@ -36,19 +36,25 @@ static const option_t options[] = {
 #define N_OPTIONS (sizeof options / sizeof *options)
 static const char stats_file_desc[] = "file the exit statistics go to (default: stderr)";
 static const char trace_file_desc[] = "record a timeline of memory use and learned parameters to this CSV file while the program runs (a sampler thread; HAKMEM_TRACE_MS sets the period)";
+static const char prof_file_desc[] = "with HAKMEM_PROF=1, the heap profile written at exit, in pprof's format (gzip-wrapped if the name ends in .gz); %p in it becomes the pid, and a forked child writes its own only where it has a %p (default hakmem.%p.pb.gz)";
+static const char prof_signal_desc[] = "with HAKMEM_PROF=1, a signal (USR2, SIGUSR2 or a number) on which a numbered heap profile is written (FILE.1.pb.gz, FILE.2.pb.gz, ...; by a thread of the profiler's, outside the handler)";
 
-/* The text options, beside the numeric table: a path each ("" for none). */
+/* The text options, beside the numeric table: a path or a name each ("" for none). */
+#define PATH "a file path"
 typedef struct text_option_s {
     const char *name;
     char *value;
     size_t cap;
     int when;
+    const char *accepts;       /* one word, for `hakmem options` */
     const char *desc;
 } text_option_t;
 
 static const text_option_t text_options[] = {
-    { "STATS_FILE", _hak_opt.stats_file, sizeof _hak_opt.stats_file, ANY, stats_file_desc },
-    { "TRACE_FILE", _hak_opt.trace_file, sizeof _hak_opt.trace_file, INIT, trace_file_desc },
+    { "STATS_FILE", _hak_opt.stats_file, sizeof _hak_opt.stats_file, ANY, PATH, stats_file_desc },
+    { "TRACE_FILE", _hak_opt.trace_file, sizeof _hak_opt.trace_file, INIT, PATH, trace_file_desc },
+    { "PROF_FILE", _hak_opt.prof_file, sizeof _hak_opt.prof_file, INIT, PATH, prof_file_desc },
+    { "PROF_SIGNAL", _hak_opt.prof_signal, sizeof _hak_opt.prof_signal, INIT, "NAME|NUMBER", prof_signal_desc },
 };
 #define N_TEXT_OPTIONS (sizeof text_options / sizeof *text_options)
 
@@ -207,7 +213,7 @@ HAK_EXPORT void hak_options_print(FILE *out) {
         char var[64];
         snprintf(var, sizeof var, "HAKMEM_%s", t->name);
         fprintf(out, "%-26s %-10s %-10s %-22s %s%s\n", var, t->value[0] ? t->value : "-", "-",
-                "a file path", t->desc, t->when == INIT ? " (read at start-up)" : "");
+                t->accepts, t->desc, t->when == INIT ? " (read at start-up)" : "");
     }
 }
 

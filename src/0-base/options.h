@@ -10,6 +10,8 @@ typedef struct hak_options_s {
 #undef HAK_OPTION
     char stats_file[256];     /* HAKMEM_STATS_FILE: "" for stderr */
     char trace_file[256];     /* HAKMEM_TRACE_FILE: "" for no trace */
+    char prof_file[256];      /* HAKMEM_PROF_FILE: "" for the default */
+    char prof_signal[32];     /* HAKMEM_PROF_SIGNAL: "" for none */
 } hak_options_t;
 extern hak_options_t _hak_opt;
 /* An option that may change while threads run (hak_option_set, the learning layer): read

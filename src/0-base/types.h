@@ -72,7 +72,9 @@
  * goes through the remote list — the shared heap's (heap.c), which no thread owns, a heap's
  * whose thread would exit without handing it back (no pthread key), and, in a forked
  * child, those of the threads that did not survive the fork: a thread made later may
- * have the same thread pointer. */
+ * have the same thread pointer. Below both, HAK_PROF_OWNER: the profiler's heap (heap.c),
+ * whose blocks are the sampled ones, so that their frees reach the slow path too. */
+#define HAK_PROF_OWNER     ((uintptr_t)8)
 #define HAK_CHECKED_OWNER  ((uintptr_t)16)
 #define HAK_REMOTE_OWNER ((uintptr_t)32)
 
@@ -216,7 +218,8 @@ struct hak_huge_s {
     size_t   offset;               /* payload - mapping start */
     hak_huge_t *next;              /* BigCache link */
     uint16_t state;                /* HUGE_LIVE or HUGE_CACHED */
-    uint16_t purged;               /* cached and madvised (2: with MADV_FREE, not zeroed) */
+    uint8_t  purged;               /* cached and madvised (2: with MADV_FREE, not zeroed) */
+    uint8_t  sampled;              /* live, and recorded by the heap profiler (prof.c) */
     uint32_t cached_at;            /* ms, modulo 2^32 (only differences are read) */
     size_t   thp_len;              /* bytes from the start advised MADV_HUGEPAGE: a VMA of
                                       their own, for as long as the mapping lives */
@@ -275,6 +278,16 @@ struct hak_heap_s {
     void *quar[HAK_QUARANTINE];
     uint32_t quar_next, quar_count;
     size_t quar_bytes;
+    /* The heap profiler's sampling (sample.c; owner-private, slow paths only): per class,
+     * the value of nalloc at which a pop is the sampled one; the list set aside while that
+     * pop is next; classes whose list came back from there since the last fit; the bytes
+     * of huge blocks until the next sampled one; the profiler's epoch these were drawn in. */
+    uint64_t sample_at[HAK_NCLASSES];
+    void *sample_rest[HAK_NCLASSES];
+    uint64_t sample_refit;
+    uint64_t sample_huge;
+    uint64_t sample_rng;
+    uint32_t sample_epoch;
 };
 
 #endif /* HAKMEM_TYPES_H */

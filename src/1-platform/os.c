@@ -124,3 +124,10 @@ void _hak_os_thp_cover(void *base, size_t used, size_t *done) {
 void *_hak_os_map(size_t size) {
     return sys_mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 }
+
+void *_hak_os_map_file(int fd, size_t size) {
+    int saved = errno;
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}

@@ -9,6 +9,7 @@
 
 void *_hak_os_map_aligned(size_t size, size_t align);   /* NULL on failure */
 void *_hak_os_map(size_t size);                          /* metadata: any address */
+void *_hak_os_map_file(int fd, size_t size);            /* a file, read-only (symbols.c) */
 void _hak_os_unmap(void *p, size_t size);
 /* Reserved address space (no memory, not accounted) and, inside it, committing memory and
  * giving it back (the arena, arena.c). */

@@ -287,6 +287,7 @@ static void *make_live(hak_huge_t *h, size_t size, size_t off) {
     h->size = size;
     h->offset = off;
     h->state = HUGE_LIVE;
+    h->sampled = 0;                  /* (the profiler marks it after, if it is sampled) */
     size_t end = hak_align_up(off + size, HAK_PAGE);
     if (h->used < end) h->used = end;
     atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed);

@@ -25,6 +25,7 @@
 #include "2-memory/size_class.h"
 #include "3-thread/cross_thread.h"
 #include "3-thread/heap.h"
+#include "3-thread/sample.h"
 #include "3-thread/tcache.h"
 
 hak_heap_t _hak_empty_heap;
@@ -41,7 +42,11 @@ static HAK_TLS bool thread_done;
  * HAK_REMOTE_OWNER). It serves threads past their exit, and a thread's first blocks of each
  * tiny class while many threads live (below). */
 static hak_heap_t *shared_heap;
-static pthread_mutex_t make_lock = HAK_LOCK_INIT;   /* whoever makes the shared heap */
+static pthread_mutex_t make_lock = HAK_LOCK_INIT;   /* whoever makes the shared heap or
+                                                       the profiler's */
+/* The profiler's heap: the same, with HAK_PROF_OWNER as its key, so that the free of a
+ * sampled block (every block it serves is one) reaches the slow path (alloc.c). */
+static hak_heap_t *prof_heap;
 
 /* First blocks from the shared heap. A thread that takes a span of its own for a tiny class
  * touches a page of it (4 KiB) even if it keeps one 16-byte block there, so many threads
@@ -151,6 +156,9 @@ static hak_heap_t *heap_new(void) {
     h->flush_run = 0;
     h->quar_next = h->quar_count = 0;
     h->quar_bytes = 0;
+    memset(h->sample_rest, 0, sizeof h->sample_rest);
+    h->sample_refit = 0;
+    h->sample_epoch = 0;                 /* the sampler draws its countdowns on first use */
     hak_unlock(&h->lock);
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
     __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
@@ -158,20 +166,23 @@ static hak_heap_t *heap_new(void) {
     return h;
 }
 
-static hak_heap_t *shared_heap_get(void) {
-    hak_heap_t *h = atomic_load_explicit((_Atomic(hak_heap_t *) *)&shared_heap,
-                                         memory_order_acquire);
+/* The shared heap (*slot: shared_heap, key HAK_REMOTE_OWNER) or the profiler's, made on
+ * first use. */
+static hak_heap_t *service_heap_get(hak_heap_t **slot, uintptr_t key) {
+    hak_heap_t *h = atomic_load_explicit((_Atomic(hak_heap_t *) *)slot, memory_order_acquire);
     if (h != NULL) return h;
     hak_lock(&make_lock);
-    if ((h = shared_heap) == NULL && (h = heap_new()) != NULL) {
+    if ((h = *slot) == NULL && (h = heap_new()) != NULL) {
         for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = 0, hak_tc_set_room(&h->tc[c], 1);
         h->shared = 1;
-        h->key = HAK_REMOTE_OWNER;
-        atomic_store_explicit((_Atomic(hak_heap_t *) *)&shared_heap, h, memory_order_release);
+        h->key = key;
+        atomic_store_explicit((_Atomic(hak_heap_t *) *)slot, h, memory_order_release);
     }
     hak_unlock(&make_lock);
     return h;
 }
+
+static hak_heap_t *shared_heap_get(void) { return service_heap_get(&shared_heap, HAK_REMOTE_OWNER); }
 
 /* The thread's own heap, made on its first refill (hakmem is initialised by then). NULL:
  * no memory, or the thread is past its exit (thread_done), or now counts as one. */
@@ -351,17 +362,20 @@ static void *aligned_locked(hak_heap_t *h, size_t c, size_t align) {
 }
 
 void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t c, size_t align) {
+    hak_sample_join(h, c);
     hak_tcache_t *tc = &h->tc[c];
     uint32_t n = hak_tc_count(tc);
     void **link = &tc->head;
     for (void *b = tc->head; b != NULL && n-- > 0; link = (void **)b, b = *(void **)b) {
-        if (unlikely(((void **)b)[1] != (void *)tc)) {     /* (as hak_tc_take) */
+        if (unlikely(((void **)b)[1] != (void *)tc) && ((void **)b)[1] != hak_sample_mark(tc)) {
+            /* (as hak_tc_take; a mark, sample.c, is a cached block too) */
             _hak_report(NULL, HAK_ERR_CORRUPT, b, _hak_class_size[c]);
             _hak_tcache_cut(tc, link);
             break;
         }
         if (((uintptr_t)b & (align - 1)) != 0) continue;
         *link = *(void **)b;                       /* out of the cache, as hak_tc_take */
+        /* (a mark taken out here: the class's next slow path fits it again) */
         tc->nalloc++;                              /* (which gives the cache its room back) */
         HAK_DEBUG_HANDOUT(b);
         ((void **)b)[1] = NULL;
@@ -383,6 +397,23 @@ static SLOW_PATH void *shared_refill(size_t c, size_t n, bool *zero) {
     void *b = refill_locked(h, c, n, zero);
     hak_unlock(&h->lock);
     return b;
+}
+
+/* A block for the profiler (prof.c): from its heap, under that heap's lock. */
+void *_hak_heap_prof_alloc(size_t c, size_t n, bool clear) {
+    hak_heap_t *h = service_heap_get(&prof_heap, HAK_PROF_OWNER);
+    if (h == NULL) return NULL;
+    bool zero = false;
+    hak_lock(&h->lock);
+    void *b = refill_locked(h, c, n, &zero);
+    hak_unlock(&h->lock);
+    if (b != NULL && clear && !zero) memset(b, 0, n);
+    return b;
+}
+
+bool _hak_heap_is_prof(const hak_heap_t *h) {
+    return h != NULL && h == atomic_load_explicit((_Atomic(hak_heap_t *) *)&prof_heap,
+                                                  memory_order_relaxed);
 }
 
 /* Is this refill of c one of the thread's first, for the shared heap? Counted on every
@@ -550,22 +581,23 @@ void _hak_heap_stats_add(hak_stats_t *out) {
 /* ---- fork ------------------------------------------------------------------------------
  * heap.c's locks, first in the lock order (docs/ARCHITECTURE.md, "Locks and fork"):
  * make_lock (whoever makes the shared heap takes the heaps lock under it), the shared
- * heap's (a shared refill holds it and may take the heaps lock, or reclaim), the heaps
- * lock. The shared heap is read under make_lock, which every writer of the pointer holds,
+ * heap's (a shared refill holds it and may take the heaps lock, or reclaim), the
+ * profiler's heap's (likewise), the heaps lock. The two heaps are read under make_lock, which every writer of the pointer holds,
  * and recorded: the parent and the child release exactly the lock that was taken,
  * whatever another thread made after the parent's make_lock came free. Each thread heap's
  * own lock is not taken: its owner is the only one to take it while it lives (a reclaimer
  * takes it only under the reclaim lock, which cross_thread.c's part takes), and the heaps
  * of threads that do not survive the fork stay as they were in the child. */
-static hak_heap_t *fork_shared;            /* the shared heap whose lock PREPARE took */
+static hak_heap_t *fork_shared, *fork_prof; /* the heaps whose locks PREPARE took */
 
 pthread_mutex_t *_hak_heap_fork(hak_fork_phase_t phase) {
     if (phase == HAK_FORK_PREPARE) {
         if (!hak_fork_lock(&make_lock)) return &make_lock;
         fork_shared = shared_heap;
+        fork_prof = prof_heap;
     }
     pthread_mutex_t *set[] = { &make_lock, fork_shared != NULL ? &fork_shared->lock : NULL,
-                               &heaps_lock };
+                               fork_prof != NULL ? &fork_prof->lock : NULL, &heaps_lock };
     size_t n = sizeof set / sizeof set[0];
     /* (PREPARE holds make_lock already: the set from the shared heap's on) */
     size_t from = phase == HAK_FORK_PREPARE;

@@ -71,9 +71,24 @@ static HAK_TLS unsigned fork_depth;        /* forks under way on this thread */
 static HAK_TLS uint32_t fork_list;         /* bit d: the fork at depth d took the list */
 static HAK_TLS uint32_t fork_locked;       /* bit d: ... and hakmem's locks */
 
+/* A module above this one (the heap profiler) registers its part, last in the order; the
+ * function PREPARE called is the one the parent and the child call. */
+typedef pthread_mutex_t *(*fork_fn_t)(hak_fork_phase_t);
+static _Atomic fork_fn_t late_fork;
+static fork_fn_t late_used;
+
+void _hak_init_fork_late(pthread_mutex_t *(*fn)(hak_fork_phase_t)) {
+    atomic_store_explicit(&late_fork, fn, memory_order_release);
+}
+
+static pthread_mutex_t *late_modules(hak_fork_phase_t phase) {
+    if (phase == HAK_FORK_PREPARE) late_used = atomic_load_explicit(&late_fork, memory_order_acquire);
+    return late_used != NULL ? late_used(phase) : NULL;
+}
+
 static pthread_mutex_t *(*const fork_order[])(hak_fork_phase_t) = {
     _hak_heap_fork, _hak_cross_thread_fork, _hak_pool_fork, _hak_arena_fork, _hak_huge_fork, _hak_learn_fork,
-    _hak_learned_fork,
+    _hak_learned_fork, late_modules,
 };
 #define FORK_MODULES (sizeof fork_order / sizeof fork_order[0])
 

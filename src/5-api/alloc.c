@@ -19,10 +19,12 @@
 #include "2-memory/superslab.h"
 #include "3-thread/cross_thread.h"
 #include "3-thread/heap.h"
+#include "3-thread/sample.h"
 #include "3-thread/tcache.h"
 #include "4-process/init.h"
 #include "4-process/learning.h"
 #include "4-process/policy.h"
+#include "4-process/prof.h"
 #include "4-process/purge_thread.h"
 #include "5-api/alloc.h"
 
@@ -42,12 +44,44 @@ static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
  * purge thread is polled where memory is freed (flushes, huge frees), not here: starting it
  * allocates, and nothing may allocate between a refill's choice of a block and calloc's
  * decision to clear it (heap.c, _hak_heap_refill). */
+/* The heap profiler is on, or was (sample.c): this may be the class's sampled pop, and the
+ * cache is fitted again after it, so that no fast pop can pass the next one. */
+static SLOW_PATH void *alloc_sampling(size_t c, size_t n, bool clear) {
+    hak_heap_t *h = _hak_thread_heap;
+    void *b = NULL;
+    if (h != &_hak_empty_heap) {
+        hak_sample_join(h, c);
+        if (hak_sampling() && _hak_sample_due(h, c)) {
+            b = _hak_prof_sampled(c, n, clear);
+            _hak_sample_next(h, c);               /* (not taken: the next interval anyway) */
+        }
+        if (b == NULL && h->tc[c].head != NULL) {   /* the list set aside, back */
+            b = hak_tc_take(&h->tc[c]);
+            if (clear) memset(b, 0, n > 16 ? n : 16);
+            else ((void **)b)[1] = NULL;
+        }
+    }
+    if (b == NULL) {
+        b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
+        if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
+        hak_learn_countdown(_hak_thread_heap);
+    }
+    _hak_sample_fit(_hak_thread_heap, c);
+    return b;
+}
+
 static SLOW_PATH void *alloc_slow(size_t c, size_t n, bool clear) {
     if (unlikely(_hak_thread_heap == &_hak_empty_heap)) hak_ensure_init();
+    if (unlikely(hak_sample_ever())) return alloc_sampling(c, n, clear);
     void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
     if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
     hak_learn_countdown(_hak_thread_heap);
     return b;
+}
+
+/* A huge block just made (the profiler's header flag is set here, sampled or not). */
+static void huge_sample(void *p, size_t n) {
+    if (p != NULL && unlikely(hak_sampling())) _hak_prof_huge(_hak_chunkmap_huge_header((uintptr_t)p), p, n);
 }
 
 static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
@@ -57,6 +91,7 @@ static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
     for (int step = 0; p == NULL && _hak_policy_try_harder(step); step++)
         p = _hak_huge_alloc(n, align, zero);
     if (p == NULL) _hak_policy_out_of_memory(n);
+    huge_sample(p, n);
     return p;
 }
 
@@ -98,14 +133,16 @@ static SLOW_PATH void free_invalid(void *p) { report_bad_block("free", p); }
  * must keep in the first register costs free a register copy. */
 static SLOW_PATH void flush_slow(hak_tcache_t *tc) {
     uint32_t left = hak_tc_room(tc);
+    hak_heap_t *h = _hak_thread_heap;
     if (left > tc->cap / 8) {
         hak_tc_set_room(tc, left);
-        return;
+    } else {
+        _hak_tcache_flush_full(h, tc);
+        _hak_purge_thread_poll();
+        hak_learn_countdown(h);
     }
-    hak_heap_t *h = _hak_thread_heap;
-    _hak_tcache_flush_full(h, tc);
-    _hak_purge_thread_poll();
-    hak_learn_countdown(h);
+    /* the heap profiler's countdown cuts free's (sample.c): fitted again */
+    if (unlikely(hak_sample_ever())) _hak_sample_fit(h, (size_t)(tc - h->tc));
 }
 
 FAST_PATH void tc_push(hak_tcache_t *tc, void *p) {
@@ -133,6 +170,11 @@ static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
  * one, so that a thread that only consumes what others allocate frees on the common path;
  * past its exit it has none, and a shared counter counts it). */
 static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
+    /* a sampled block (the profiler's heap): its record goes first; none is a double free */
+    if (unlikely(_hak_heap_is_prof(relaxed_load(&s->owner))) && !_hak_prof_forget(p)) {
+        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, s->bsize);
+        return;
+    }
     hak_heap_t *me = _hak_heap_thread();
     uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;
     if (unlikely(_hak_opt.secure) && me != NULL && !me->shared) {
@@ -186,6 +228,10 @@ static SLOW_PATH void free_slow(void *p) {
     if (p == NULL) return;
     hak_huge_t *h = _hak_chunkmap_huge_header((uintptr_t)p);
     if (h != NULL) {
+        if (unlikely(h->sampled) && huge_of(p) == h && h->state == HUGE_LIVE) {
+            h->sampled = 0;
+            _hak_prof_forget(p);
+        }
         _hak_huge_free(h, p);                  /* checks the pointer itself */
         _hak_purge_thread_poll();
         return;
@@ -228,6 +274,20 @@ HAK_EXPORT size_t hak_usable_size(const void *p) {
     return 0;
 }
 
+/* The huge tier's realloc, and the heap profiler's part in it: the block it returns is a
+ * new allocation as far as the sampler goes (out of line: realloc's own code stays as it
+ * is with the profiler off). */
+static SLOW_PATH void *huge_realloc(hak_huge_t *h, void *p, size_t n) {
+    bool sampled = h->sampled;
+    void *q = _hak_huge_realloc(h, p, n);
+    if (q != NULL && unlikely(sampled)) {
+        _hak_prof_forget(p);
+        _hak_chunkmap_huge_header((uintptr_t)q)->sampled = 0;
+    }
+    huge_sample(q, n);
+    return q;
+}
+
 /* A huge block to size n: moved into the small tiers when it shrinks below the huge tier,
  * else grown or shrunk by the huge tier, trying harder when it runs short. */
 static void *realloc_huge(hak_huge_t *h, void *p, size_t n) {
@@ -240,9 +300,9 @@ static void *realloc_huge(hak_huge_t *h, void *p, size_t n) {
         return q;
     }
     if (n > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
-    void *q = _hak_huge_realloc(h, p, n);
+    void *q = huge_realloc(h, p, n);
     for (int step = 0; q == NULL && _hak_policy_try_harder(step); step++)
-        q = _hak_huge_realloc(h, p, n);
+        q = huge_realloc(h, p, n);
     if (q == NULL) _hak_policy_out_of_memory(n);
     _hak_purge_thread_poll();            /* the old block may have gone to the BigCache */
     return q;
@@ -291,6 +351,7 @@ static SLOW_PATH void *aligned_retry(size_t c, size_t align, size_t n, void *p) 
     for (int step = 0; b == NULL && _hak_policy_try_harder(step); step++)
         b = _hak_heap_alloc_aligned(h, c, align);
     if (b == NULL) _hak_policy_out_of_memory(n);
+    if (unlikely(hak_sample_ever())) _hak_sample_fit(h, c);     /* (a pop of the cache's) */
     return b;
 }
 

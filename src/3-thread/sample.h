@@ -1,0 +1,52 @@
+/* sample.h — when a thread's allocation is the heap profiler's next sample (sample.c),
+ * without a byte counted on the fast paths. */
+#ifndef HAKMEM_SAMPLE_H
+#define HAKMEM_SAMPLE_H
+#include "0-base/internal.h"
+
+/* Sampling is on: the slow paths consult the sampler (read relaxed; prof.c sets it). */
+extern _Atomic bool _hak_sample_on;
+/* The mean of the exponential intervals, in bytes, and the epoch of the last start: a heap
+ * drawn in an earlier epoch draws its countdowns again. */
+extern _Atomic uint64_t _hak_sample_rate;
+extern _Atomic uint32_t _hak_sample_epoch;
+
+static inline bool hak_sampling(void) {
+    return atomic_load_explicit(&_hak_sample_on, memory_order_relaxed);
+}
+/* Sampling is on or was: the slow paths keep the caches fitted (or undo the fitting). */
+static inline bool hak_sample_ever(void) {
+    return atomic_load_explicit(&_hak_sample_epoch, memory_order_relaxed) != 0;
+}
+
+/* The word a block carries in place of its cache's address (its second word) when a pop
+ * of it must take the slow path (sample.c, "Marks"): tc's address with bit 3 set (tcaches
+ * are 32-byte aligned). */
+static inline void *hak_sample_mark(const hak_tcache_t *tc) {
+    return (void *)((uintptr_t)tc | 8);
+}
+
+/* Is the thread's next pop of class c (h: its heap) the sampled one? */
+bool _hak_sample_due(hak_heap_t *h, size_t c);
+/* That pop was taken (sampled, or skipped): the next interval is drawn. */
+void _hak_sample_next(hak_heap_t *h, size_t c);
+/* After a slow path of class c: the cache's list and free's countdown are set so that no
+ * fast pop passes the sampled one (and so for every class whose list came back from
+ * aside). With sampling off, what the sampler changed is undone. */
+void _hak_sample_fit(hak_heap_t *h, size_t c);
+/* A pop found a mark: the block, popped; the class refitted. */
+void *_hak_sample_mark_pop(hak_heap_t *h, hak_tcache_t *tc);
+/* Walkers of a cache's list call this first: the list set aside comes back. */
+void _hak_sample_unstash(hak_heap_t *h, size_t c);
+static inline void hak_sample_join(hak_heap_t *h, size_t c) {
+    if (unlikely(h->sample_rest[c] != NULL)) _hak_sample_unstash(h, c);
+}
+/* A huge allocation of usable size u: is it sampled? (A countdown of bytes, per thread.) */
+bool _hak_sample_huge(hak_heap_t *h, size_t u);
+/* An exponential interval of mean `rate`, from the thread's generator (prof.c uses it for
+ * threads without a heap). */
+uint64_t _hak_sample_draw(uint64_t *rng, uint64_t rate);
+/* 1 / (1 - exp(-u / rate)): how many blocks of usable size u one sample stands for. */
+double _hak_sample_weight(size_t u, uint64_t rate);
+
+#endif
