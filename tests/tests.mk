@@ -15,6 +15,11 @@
 #       $(TEST_BUILD)/DIR/NAME and $(TEST_BUILD)/DIR/NAME.static, as above (C++ with
 #       $(CXX); test-progs builds the C++ ones only where $(CXX) exists, and a test that
 #       needs one installs g++ and asks for it otherwise).
+#   tests/prof/*.c, tests/prof/*.cpp (the heap profiler's programs; tests/prof/prof_api.h)
+#       $(TEST_BUILD)/prof/NAME and $(TEST_BUILD)/prof/NAME.static, as above; NAME reaches
+#       the hak_prof_* API with dlsym, NAME.static (-DPROF_LINKED -Iinclude) calls it.
+#       prof_sites and prof_cxx also as prof/NAME_nofp and prof/NAME_nofp.static:
+#       -O2 -fomit-frame-pointer, stacks without frame pointers.
 #   tests/cxx/plugin/cxxplugin.cpp
 #       $(TEST_BUILD)/cxx/libcxxplugin.so, a C++ library that tests/cxx/plugin_host.c
 #       dlopen()s (with $(CXX), as above).
@@ -68,6 +73,15 @@ TWO_FORM_C   := $(patsubst tests/%.c,$(TEST_BUILD)/%,\
 TWO_FORM_CXX := $(patsubst tests/%.cpp,$(TEST_BUILD)/%,\
                    $(wildcard $(TWO_FORM_DIRS:%=tests/%/*.cpp)))
 CXX_PLUGIN    := $(TEST_BUILD)/cxx/libcxxplugin.so
+# The heap profiler's programs (tests/test_prof.py): the two forms, and the known-sites and
+# C++ programs again at -O2 without frame pointers.
+PROF_HDRS     := $(TEST_HDRS) $(wildcard tests/prof/*.h)
+PROF_C        := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/prof/*.c))
+PROF_CXX      := $(patsubst tests/%.cpp,$(TEST_BUILD)/%,$(wildcard tests/prof/*.cpp))
+PROF_NOFP_C   := $(TEST_BUILD)/prof/prof_sites_nofp
+PROF_NOFP_CXX := $(TEST_BUILD)/prof/prof_cxx_nofp
+PROF_NOFP     := -O2 -fomit-frame-pointer
+PROF_LINKED   := -DPROF_LINKED -Iinclude
 MISUSE_PROGS  := $(patsubst tests/%.c,$(TEST_BUILD)/%,$(wildcard tests/misuse/*.c tests/exploit/*.c))
 LIBC_PROGS    := $(TEST_BUILD)/options/opt_probe $(TEST_BUILD)/stats/introspect
 API_PROGS     := $(TEST_BUILD)/options/opt_set $(TEST_BUILD)/stats/stats_check
@@ -84,7 +98,9 @@ test: lib test-progs test-pytest-available
 # libc.a).
 test-progs: $(TEST_PROGS) $(TEST_PROGS_ST) $(TEST_BUILD)/badalloc.so \
             $(TWO_FORM_C) $(TWO_FORM_C:=.static) $(MISUSE_PROGS) $(LIBC_PROGS) $(API_PROGS) \
-            $(if $(HAVE_CXX),$(TWO_FORM_CXX) $(TWO_FORM_CXX:=.static) $(CXX_PLUGIN))
+            $(PROF_C) $(PROF_C:=.static) $(PROF_NOFP_C) $(PROF_NOFP_C:=.static) \
+            $(if $(HAVE_CXX),$(TWO_FORM_CXX) $(TWO_FORM_CXX:=.static) $(CXX_PLUGIN) \
+                $(PROF_CXX) $(PROF_CXX:=.static) $(PROF_NOFP_CXX) $(PROF_NOFP_CXX:=.static))
 
 test-units: $(UNIT_PROGS)
 
@@ -132,6 +148,34 @@ $(TWO_FORM_CXX:=.static): $(TEST_BUILD)/%.static: tests/%.cpp $(TEST_HDRS) $(BUI
 $(CXX_PLUGIN): tests/cxx/plugin/cxxplugin.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(TEST_CXXFLAGS) -shared -fPIC -o $@ $<
+
+# ---- tests/prof: the heap profiler's programs, in the same two forms (and -O2 without frame
+# pointers for two of them); the static form calls hak_prof_* directly ------------------------
+
+$(PROF_C): $(TEST_BUILD)/%: tests/%.c $(PROF_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LDLIBS)
+$(PROF_C:=.static): $(TEST_BUILD)/%.static: tests/%.c $(PROF_HDRS) $(BUILD)/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $(PROF_LINKED) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
+$(PROF_CXX): $(TEST_BUILD)/%: tests/%.cpp $(PROF_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(TEST_CXXFLAGS) -o $@ $< $(TEST_LDLIBS)
+$(PROF_CXX:=.static): $(TEST_BUILD)/%.static: tests/%.cpp $(PROF_HDRS) $(BUILD)/libhakmem.a
+	@mkdir -p $(@D)
+	$(CXX) $(TEST_CXXFLAGS) $(PROF_LINKED) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
+$(PROF_NOFP_C): $(TEST_BUILD)/%_nofp: tests/%.c $(PROF_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $(PROF_NOFP) -o $@ $< $(TEST_LDLIBS)
+$(PROF_NOFP_C:=.static): $(TEST_BUILD)/%_nofp.static: tests/%.c $(PROF_HDRS) $(BUILD)/libhakmem.a
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) $(PROF_NOFP) $(PROF_LINKED) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
+$(PROF_NOFP_CXX): $(TEST_BUILD)/%_nofp: tests/%.cpp $(PROF_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(TEST_CXXFLAGS) $(PROF_NOFP) -o $@ $< $(TEST_LDLIBS)
+$(PROF_NOFP_CXX:=.static): $(TEST_BUILD)/%_nofp.static: tests/%.cpp $(PROF_HDRS) $(BUILD)/libhakmem.a
+	@mkdir -p $(@D)
+	$(CXX) $(TEST_CXXFLAGS) $(PROF_NOFP) $(PROF_LINKED) -o $@ $< -Wl,-u,malloc $(BUILD)/libhakmem.a $(TEST_LDLIBS)
 
 # ---- libc-only programs run under LD_PRELOAD; programs on the hak_* API ---------------------
 

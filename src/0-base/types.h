@@ -72,9 +72,9 @@
  * goes through the remote list — the shared heap's (heap.c), which no thread owns, a heap's
  * whose thread would exit without handing it back (no pthread key), and, in a forked
  * child, those of the threads that did not survive the fork: a thread made later may
- * have the same thread pointer. Below both, HAK_PROF_OWNER: the profiler's heap (heap.c),
+ * have the same thread pointer. Below both, HAK_SAMPLED_OWNER: the profiler's heap (heap.c),
  * whose blocks are the sampled ones, so that their frees reach the slow path too. */
-#define HAK_PROF_OWNER     ((uintptr_t)8)
+#define HAK_SAMPLED_OWNER     ((uintptr_t)8)
 #define HAK_CHECKED_OWNER  ((uintptr_t)16)
 #define HAK_REMOTE_OWNER ((uintptr_t)32)
 
@@ -128,9 +128,17 @@ typedef struct hak_tcache_s {
     uint64_t nalloc;               /* blocks handed out (the fast path counts; statistics) */
     uint32_t room;                 /* free's countdown: room + nalloc - base is the frees
                                       left before the cache is over cap (below) */
-    uint32_t cap;                  /* blocks kept at most */
     uint32_t base;                 /* nalloc's low bits when a slow path last set room */
-    uint32_t pad;
+    union {
+        struct {
+            uint32_t cap;          /* blocks kept at most */
+            uint32_t sampled;      /* the heap profiler fits this cache (sample.c): when
+                                      free's countdown runs out, its slow path always
+                                      reaches the profiler's hook (alloc.c, flush_slow,
+                                      reads the two as one word) */
+        };
+        uint64_t cap_word;
+    };
 } hak_tcache_t;
 
 /* Frees left before the cache is over its depth (cap + 1 - blocks held). Free counts
@@ -251,6 +259,9 @@ struct hak_heap_s {
     uintptr_t key;                             /* what its units' owner slots hold */
     uint8_t  live;                             /* a thread uses this heap */
     uint8_t  shared;                           /* the shared heap (heap.c), no thread's own */
+    uint8_t  special;                          /* malloc's slow path goes round by alloc.c's
+                                                  alloc_special: the empty heap (a thread's
+                                                  first malloc), or the heap profiler */
     uint32_t slow_ticks;                       /* refills and flushes so far (under lock) */
     uint32_t seen_ticks;                       /* slow_ticks at the last reclaim by another */
     uint32_t learn_countdown;                  /* slow paths until the learner looks (learning.c) */
@@ -280,11 +291,11 @@ struct hak_heap_s {
     size_t quar_bytes;
     /* The heap profiler's sampling (sample.c; owner-private, slow paths only): per class,
      * the value of nalloc at which a pop is the sampled one; the list set aside while that
-     * pop is next; classes whose list came back from there since the last fit; the bytes
+     * pop is next; the classes whose list is set aside; the bytes
      * of huge blocks until the next sampled one; the profiler's epoch these were drawn in. */
     uint64_t sample_at[HAK_NCLASSES];
     void *sample_rest[HAK_NCLASSES];
-    uint64_t sample_refit;
+    uint64_t sample_stashed;
     uint64_t sample_huge;
     uint64_t sample_rng;
     uint32_t sample_epoch;

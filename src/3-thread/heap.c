@@ -28,7 +28,7 @@
 #include "3-thread/sample.h"
 #include "3-thread/tcache.h"
 
-hak_heap_t _hak_empty_heap;
+hak_heap_t _hak_empty_heap = { .special = 1 };   /* (its refill sets a thread up) */
 HAK_TLS hak_heap_t *_hak_thread_heap = &_hak_empty_heap;
 
 /* Set when the thread's heap is handed back at exit. Whatever the thread still does after
@@ -44,7 +44,7 @@ static HAK_TLS bool thread_done;
 static hak_heap_t *shared_heap;
 static pthread_mutex_t make_lock = HAK_LOCK_INIT;   /* whoever makes the shared heap or
                                                        the profiler's */
-/* The profiler's heap: the same, with HAK_PROF_OWNER as its key, so that the free of a
+/* The profiler's heap: the same, with HAK_SAMPLED_OWNER as its key, so that the free of a
  * sampled block (every block it serves is one) reaches the slow path (alloc.c). */
 static hak_heap_t *prof_heap;
 
@@ -157,8 +157,9 @@ static hak_heap_t *heap_new(void) {
     h->quar_next = h->quar_count = 0;
     h->quar_bytes = 0;
     memset(h->sample_rest, 0, sizeof h->sample_rest);
-    h->sample_refit = 0;
+    h->sample_stashed = 0;
     h->sample_epoch = 0;                 /* the sampler draws its countdowns on first use */
+    __atomic_store_n(&h->special, hak_sample_ever(), __ATOMIC_RELAXED);
     hak_unlock(&h->lock);
     hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
     __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
@@ -292,7 +293,9 @@ static void *refill_locked(hak_heap_t *h, size_t c, size_t n, bool *zero) {
         }
         if ((s = bin->partial) != NULL) {
             _hak_heap_list_remove(&bin->partial, s);
-        } else if ((s = _hak_heap_adopt(h, c)) == NULL) {
+        } else if (h == prof_heap || (s = _hak_heap_adopt(h, c)) == NULL) {
+            /* (the profiler's heap adopts no span: an exited thread's live blocks would
+             * become "sampled" ones, which have a record each) */
             /* Free units first; before mapping more, blocks freed into idle threads' spans
              * may free whole spans. */
             s = _hak_pool_acquire(c, h, false);
@@ -401,13 +404,22 @@ static SLOW_PATH void *shared_refill(size_t c, size_t n, bool *zero) {
 
 /* A block for the profiler (prof.c): from its heap, under that heap's lock. */
 void *_hak_heap_prof_alloc(size_t c, size_t n, bool clear) {
-    hak_heap_t *h = service_heap_get(&prof_heap, HAK_PROF_OWNER);
+    hak_heap_t *h = service_heap_get(&prof_heap, HAK_SAMPLED_OWNER);
     if (h == NULL) return NULL;
     bool zero = false;
     hak_lock(&h->lock);
     void *b = refill_locked(h, c, n, &zero);
     hak_unlock(&h->lock);
     if (b != NULL && clear && !zero) memset(b, 0, n);
+    return b;
+}
+
+void *_hak_heap_prof_alloc_aligned(size_t c, size_t align) {
+    hak_heap_t *h = service_heap_get(&prof_heap, HAK_SAMPLED_OWNER);
+    if (h == NULL) return NULL;
+    hak_lock(&h->lock);
+    void *b = aligned_locked(h, c, align);
+    hak_unlock(&h->lock);
     return b;
 }
 

@@ -23,9 +23,10 @@ void *_hak_heap_refill(hak_heap_t *h, size_t cls, size_t n, bool clear);
  * uncoloured span have it): from the tcache, else from an uncoloured span of the heap.
  * NULL: no memory. h is a thread's own heap. */
 void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t cls, size_t align);
-/* A block of class c for the heap profiler, from its own heap (key HAK_PROF_OWNER), zeroed
+/* A block of class c for the heap profiler, from its own heap (key HAK_SAMPLED_OWNER), zeroed
  * with clear; NULL: no memory. Is h that heap? */
 void *_hak_heap_prof_alloc(size_t c, size_t n, bool clear);
+void *_hak_heap_prof_alloc_aligned(size_t c, size_t align);     /* (align as below) */
 bool _hak_heap_is_prof(const hak_heap_t *h);
 /* The calling thread's heap, made now if it has none (a thread that only frees other
  * threads' blocks gets one at its first such free). NULL: past the thread's exit, or no

@@ -30,12 +30,18 @@
  *     (sample_rest) and free's countdown is 1: the next malloc of the class finds the list
  *     empty and takes the slow path, and the next free fits again.
  *
- * A class with far more than its cache's depth to go (a small class, most of the time)
- * needs none of this; near its sampled pop it pays a few more slow paths, about log2 of its
- * depth. Anything that walks a list calls hak_sample_join first, so a list set aside is
- * never missed (a flush, thread exit, a double-free check). Marks left behind (sampling
- * stopped, or a mark flushed home) are harmless: a mark in a list is popped as a mark; one
- * at home is overwritten when the block is next cached. */
+ * The hooks cost nothing while the profiler has never run: a heap it samples in is
+ * `special`, which malloc's slow path tests in place of its old test for the empty heap
+ * (special too: a thread's first malloc sets the thread up there), and every class of it has `sampled` set, the word beside the
+ * cache's depth that free's slow path reads with it: its first test (is there room left?)
+ * then never passes, and the second, which it makes before a flush, sends it to the hook
+ * (alloc.c, alloc_special and flush_sampling). A class with far more than its cache's
+ * depth to go (a small class, most of the time) then costs one hook per refill or per
+ * countdown of frees; near its sampled pop, a few more, about log2 of its depth. A list
+ * set aside comes back at every hook before the slow path's own work (and at thread exit,
+ * and before the rare walks of a list outside the hooks: hak_sample_join). Marks left
+ * behind (sampling stopped, a mark flushed home) are harmless: a mark in a list is popped
+ * as a mark; one at home is overwritten when the block is next cached. */
 #include "0-base/options.h"
 #include "1-platform/os.h"
 #include "2-memory/size_class.h"
@@ -101,15 +107,34 @@ static uint64_t pops_to_go(hak_heap_t *h, size_t c, uint64_t rate) {
     return _hak_sample_draw(&h->sample_rng, rate) / _hak_class_size[c];
 }
 
-/* A heap whose countdowns are from an earlier start (or none): all drawn again. */
+/* A heap whose countdowns are from an earlier start (or none): all drawn again, and every
+ * class's free slow path sent to the hook. */
 static void sync_epoch(hak_heap_t *h) {
     uint32_t epoch = atomic_load_explicit(&_hak_sample_epoch, memory_order_relaxed);
     if (h->sample_epoch == epoch) return;
     uint64_t rate = atomic_load_explicit(&_hak_sample_rate, memory_order_relaxed);
     if (h->sample_rng == 0) h->sample_rng = (uintptr_t)h ^ _hak_now_ms();
-    for (size_t c = 0; c < HAK_NCLASSES; c++) h->sample_at[c] = h->tc[c].nalloc + pops_to_go(h, c, rate);
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        h->sample_at[c] = h->tc[c].nalloc + pops_to_go(h, c, rate);
+        h->tc[c].sampled = 1;
+    }
     h->sample_huge = _hak_sample_draw(&h->sample_rng, rate);
     h->sample_epoch = epoch;
+}
+
+void _hak_sample_start(uint64_t rate) {
+    atomic_store_explicit(&_hak_sample_rate, rate, memory_order_relaxed);
+    atomic_fetch_add_explicit(&_hak_sample_epoch, 1, memory_order_relaxed);
+    atomic_store_explicit(&_hak_sample_on, true, memory_order_release);
+    /* Other threads' heaps: their slow paths take the hooks from now on, free's too (a
+     * thread that cycles within its cache meets no other slow path). Stored relaxed, as
+     * the owner reads them; an owner fitting a class with sampling still off at this very
+     * moment may clear its flag again: that class joins at its next refill or flush. */
+    for (hak_heap_t *h = __atomic_load_n(&_hak_heaps_all, __ATOMIC_ACQUIRE); h != NULL; h = h->next_all) {
+        if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || h->shared) continue;
+        __atomic_store_n(&h->special, 1, __ATOMIC_RELAXED);
+        for (size_t c = 0; c < HAK_NCLASSES; c++) __atomic_store_n(&h->tc[c].sampled, 1, __ATOMIC_RELAXED);
+    }
 }
 
 bool _hak_sample_due(hak_heap_t *h, size_t c) {
@@ -152,7 +177,7 @@ void _hak_sample_unstash(hak_heap_t *h, size_t c) {
     hak_tcache_t *tc = &h->tc[c];
     void *rest = h->sample_rest[c];
     h->sample_rest[c] = NULL;
-    h->sample_refit |= 1ull << c;
+    h->sample_stashed &= ~(1ull << c);
     if (tc->head == NULL) {
         tc->head = rest;
         return;
@@ -162,18 +187,27 @@ void _hak_sample_unstash(hak_heap_t *h, size_t c) {
     *(void **)b = rest;
 }
 
+uint64_t _hak_sample_join_all(hak_heap_t *h) {
+    uint64_t all = h->sample_stashed;
+    for (uint64_t m = all; m != 0; m &= m - 1) _hak_sample_unstash(h, (size_t)__builtin_ctzll(m));
+    return all;
+}
+
 static void fit_class(hak_heap_t *h, size_t c) {
     hak_tcache_t *tc = &h->tc[c];
     hak_sample_join(h, c);
     if (!hak_sampling()) {
-        set_countdown(tc, hak_tc_room(tc));            /* what sampling cut, back */
+        tc->sampled = 0;                               /* what sampling set, undone */
+        set_countdown(tc, hak_tc_room(tc));
         return;
     }
     sync_epoch(h);
+    tc->sampled = 1;
     uint64_t left = h->sample_at[c] > tc->nalloc ? h->sample_at[c] - tc->nalloc : 0;
     uint32_t count = hak_tc_count(tc), room = hak_tc_room(tc);
     if (left == 0) {
         h->sample_rest[c] = tc->head;
+        if (tc->head != NULL) h->sample_stashed |= 1ull << c;
         tc->head = NULL;
         set_countdown(tc, 1);
         return;
@@ -200,15 +234,9 @@ static void fit_class(hak_heap_t *h, size_t c) {
     set_countdown(tc, r);
 }
 
-void _hak_sample_fit(hak_heap_t *h, size_t c) {
+void _hak_sample_fit(hak_heap_t *h, uint64_t classes) {
     if (h == &_hak_empty_heap || h->shared) return;
-    uint64_t todo = h->sample_refit | 1ull << c;
-    h->sample_refit = 0;
-    while (todo != 0) {
-        fit_class(h, (size_t)__builtin_ctzll(todo));
-        todo &= todo - 1;
-    }
-    h->sample_refit = 0;                   /* (fit_class's joins set their own bit) */
+    for (; classes != 0; classes &= classes - 1) fit_class(h, (size_t)__builtin_ctzll(classes));
 }
 
 void *_hak_sample_mark_pop(hak_heap_t *h, hak_tcache_t *tc) {
@@ -217,6 +245,6 @@ void *_hak_sample_mark_pop(hak_heap_t *h, hak_tcache_t *tc) {
     tc->head = b[0];
     tc->nalloc++;
     HAK_DEBUG_HANDOUT(b);
-    _hak_sample_fit(h, (size_t)(tc - h->tc));
+    _hak_sample_fit(h, 1ull << (tc - h->tc));
     return b;
 }

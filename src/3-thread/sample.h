@@ -30,17 +30,20 @@ static inline void *hak_sample_mark(const hak_tcache_t *tc) {
 bool _hak_sample_due(hak_heap_t *h, size_t c);
 /* That pop was taken (sampled, or skipped): the next interval is drawn. */
 void _hak_sample_next(hak_heap_t *h, size_t c);
-/* After a slow path of class c: the cache's list and free's countdown are set so that no
- * fast pop passes the sampled one (and so for every class whose list came back from
- * aside). With sampling off, what the sampler changed is undone. */
-void _hak_sample_fit(hak_heap_t *h, size_t c);
-/* A pop found a mark: the block, popped; the class refitted. */
+/* After a slow path: the caches of the classes in `classes` are fitted so that no fast pop
+ * passes their sampled one (sample.c). With sampling off, what the sampler set is undone. */
+void _hak_sample_fit(hak_heap_t *h, uint64_t classes);
+/* A pop found a mark: the block, popped; the class fitted again. */
 void *_hak_sample_mark_pop(hak_heap_t *h, hak_tcache_t *tc);
-/* Walkers of a cache's list call this first: the list set aside comes back. */
+/* Every list set aside comes back (before a slow path's own work); returns their classes. */
+uint64_t _hak_sample_join_all(hak_heap_t *h);
 void _hak_sample_unstash(hak_heap_t *h, size_t c);
+/* Walkers of a cache's list outside the profiler's hooks call this first. */
 static inline void hak_sample_join(hak_heap_t *h, size_t c) {
     if (unlikely(h->sample_rest[c] != NULL)) _hak_sample_unstash(h, c);
 }
+/* Sampling started: every live heap's slow paths take the profiler's hooks. */
+void _hak_sample_start(uint64_t rate);
 /* A huge allocation of usable size u: is it sampled? (A countdown of bytes, per thread.) */
 bool _hak_sample_huge(hak_heap_t *h, size_t u);
 /* An exponential interval of mean `rate`, from the thread's generator (prof.c uses it for

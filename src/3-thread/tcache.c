@@ -113,6 +113,7 @@ SLOW_PATH void *_hak_tcache_damaged(hak_tcache_t *tc) {
     /* the heap profiler's mark (sample.c): a pop that must take the slow path */
     if (((void **)tc->head)[1] == hak_sample_mark(tc)) return _hak_sample_mark_pop(h, tc);
     size_t c = (size_t)(tc - h->tc);
+    hak_sample_join(h, c);
     _hak_report(NULL, HAK_ERR_CORRUPT, tc->head, _hak_class_size[c]);
     _hak_tcache_cut(tc, &tc->head);                   /* (warn: the program goes on) */
     void *b = _hak_heap_refill(h, c, _hak_class_size[c], false);
@@ -195,7 +196,6 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
  * sends the rest home. */
 SLOW_PATH void _hak_tcache_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
-    hak_sample_join(h, (size_t)(tc - h->tc));
     uint32_t count = hak_tc_count(tc);
     void *b = tc->head, *prev = NULL;
     uint32_t i = 0, sent;
@@ -218,7 +218,6 @@ SLOW_PATH void _hak_tcache_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep)
  * with deep caches (HAKMEM_LEARN=speed, which does not shrink them) walked a cold block
  * for each block it sent home, and freed half again as slowly. */
 static void flush_newest(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
-    hak_sample_join(h, (size_t)(tc - h->tc));
     uint32_t count = hak_tc_count(tc), sent;
     void *rest = send_home(h, tc, tc->head, count > keep ? count - keep : 0, &sent);
     uint32_t left = rest != NULL ? count - sent : 0;
@@ -227,15 +226,11 @@ static void flush_newest(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep) {
     h->moved[tc - h->tc] -= (int64_t)(count - left);  /* out of the cache: sent home (or lost) */
 }
 
-/* Does class c's cache hold blocks (its list, or the list the profiler set aside)? */
-static bool holds(const hak_heap_t *h, size_t c) {
-    return h->tc[c].head != NULL || h->sample_rest[c] != NULL;
-}
-
 void _hak_tcache_flush_all(hak_heap_t *h) {
     if (h == &_hak_empty_heap) return;
+    _hak_sample_join_all(h);                       /* (the heap profiler's lists set aside) */
     for (size_t c = 0; c < HAK_NCLASSES; c++)
-        if (holds(h, c)) _hak_tcache_flush(h, &h->tc[c], 0);
+        if (h->tc[c].head != NULL) _hak_tcache_flush(h, &h->tc[c], 0);
 }
 
 enum { BULK_FLUSHES = 4 };
@@ -262,7 +257,7 @@ SLOW_PATH void _hak_tcache_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     if (cap_floor_pct < 100 && ++h->flush_run >= BULK_FLUSHES) {
         h->flush_run = 0;
         for (size_t k = 0; k < HAK_NCLASSES; k++)
-            if (k != c && holds(h, k)) _hak_tcache_flush(h, &h->tc[k], 0);
+            if (k != c && h->tc[k].head != NULL) _hak_tcache_flush(h, &h->tc[k], 0);
     }
 }
 
@@ -277,7 +272,7 @@ void _hak_tcache_housekeep(hak_heap_t *h, bool pages) {
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         if (!((idle >> c) & 1)) continue;
         hak_tcache_t *tc = &h->tc[c];
-        if (holds(h, c)) _hak_tcache_flush(h, tc, 0);
+        if (tc->head != NULL) _hak_tcache_flush(h, tc, 0);
         if (tc->cap != _hak_tcache_base_depth(c)) set_cap(h, tc, _hak_tcache_base_depth(c));
         h->drain_cap[c] = 0;
         h->ramp[c] = 0;                              /* back in use: a slow start again */

@@ -206,6 +206,24 @@ bool _hak_prof_forget(const void *p) {
     return i != SIZE_MAX;
 }
 
+bool _hak_prof_rekey(const void *p, void *q) {
+    hak_lock(&prof_lock);
+    size_t i = rec_find((uintptr_t)p);
+    bool found = i != SIZE_MAX && recs_room();
+    if (found) {
+        i = rec_find((uintptr_t)p);                 /* (the table may have grown) */
+        rec_t r = recs[i];
+        rec_remove(i);
+        r.p = (uintptr_t)q;
+        size_t j = mix(r.p) & recs_mask;
+        while (recs[j].p != 0) j = (j + 1) & recs_mask;
+        recs[j] = r;
+        recs_live++;
+    }
+    hak_unlock(&prof_lock);
+    return found;
+}
+
 /* ---- sampling ------------------------------------------------------------------------- */
 
 /* The stack of the current allocation, hakmem's frames dropped: depth. */
@@ -265,10 +283,8 @@ static int start(void) {
     hak_lock(&prof_lock);
     rate_now = (uint64_t)hak_opt_live(prof_sample);
     if (started_by != getpid()) started_by = getpid();
-    atomic_store_explicit(&_hak_sample_rate, rate_now, memory_order_relaxed);
-    atomic_fetch_add_explicit(&_hak_sample_epoch, 1, memory_order_relaxed);
-    atomic_store_explicit(&_hak_sample_on, true, memory_order_release);
     hak_unlock(&prof_lock);
+    _hak_sample_start(rate_now);
     return 0;
 }
 
@@ -527,7 +543,9 @@ static void signal_setup(void) {
 /* HAKMEM_PROF=1 or HAKMEM_PROF_LEAKS=1: profiling from the start. Where hakmem replaces
  * malloc only: the hak_* API build's hosts (the `hakmem` command) do not profile because
  * a variable is set. */
-__attribute__((constructor)) static void prof_at_load(void) {
+/* (first among constructors: a static program's own run before those of libhakmem.a's
+ * object otherwise, and their allocations would go unsampled) */
+__attribute__((constructor(101))) static void prof_at_load(void) {
     const char *a = getenv("HAKMEM_PROF"), *b = getenv("HAKMEM_PROF_LEAKS");
     if ((a == NULL || *a == 0 || *a == '0') && (b == NULL || *b == 0 || *b == '0') &&
         !_hak_opt.prof && !_hak_opt.prof_leaks)

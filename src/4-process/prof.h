@@ -21,6 +21,9 @@ void *_hak_prof_sampled(size_t c, size_t n, bool clear);
 void _hak_prof_huge(hak_huge_t *hh, void *p, size_t n);
 /* A sampled block is freed: its record goes (false: it had none — a double free). */
 bool _hak_prof_forget(const void *p);
+/* A sampled block's record moves to block q (an aligned request took another block of
+ * the profiler's heap); false: p had none. */
+bool _hak_prof_rekey(const void *p, void *q);
 pthread_mutex_t *_hak_prof_fork(hak_fork_phase_t phase);
 
 /* ---- within the profiler (prof.c, pprof.c, symbols.c) -------------------------------- */

@@ -40,39 +40,53 @@ static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
     return b;
 }
 
-/* A small malloc or calloc found its tcache empty (or the thread has no heap yet). The
- * purge thread is polled where memory is freed (flushes, huge frees), not here: starting it
- * allocates, and nothing may allocate between a refill's choice of a block and calloc's
- * decision to clear it (heap.c, _hak_heap_refill). */
-/* The heap profiler is on, or was (sample.c): this may be the class's sampled pop, and the
- * cache is fitted again after it, so that no fast pop can pass the next one. */
+/* The heap profiler is on, or was (sample.c): this may be the class's sampled pop. Lists
+ * the sampler set aside come back first, and after the slow path's work the caches are
+ * fitted again, so that no fast pop can pass the next sampled one. */
 static SLOW_PATH void *alloc_sampling(size_t c, size_t n, bool clear) {
     hak_heap_t *h = _hak_thread_heap;
+    uint64_t aside = _hak_sample_join_all(h);
     void *b = NULL;
-    if (h != &_hak_empty_heap) {
-        hak_sample_join(h, c);
-        if (hak_sampling() && _hak_sample_due(h, c)) {
-            b = _hak_prof_sampled(c, n, clear);
-            _hak_sample_next(h, c);               /* (not taken: the next interval anyway) */
-        }
-        if (b == NULL && h->tc[c].head != NULL) {   /* the list set aside, back */
-            b = hak_tc_take(&h->tc[c]);
-            if (clear) memset(b, 0, n > 16 ? n : 16);
-            else ((void **)b)[1] = NULL;
-        }
+    if (hak_sampling() && _hak_sample_due(h, c)) {
+        b = _hak_prof_sampled(c, n, clear);
+        _hak_sample_next(h, c);                   /* (not taken: the next interval anyway) */
+    }
+    if (b == NULL && h->tc[c].head != NULL) {     /* the list set aside, back */
+        b = hak_tc_take(&h->tc[c]);
+        if (clear) memset(b, 0, n > 16 ? n : 16);
+        else ((void **)b)[1] = NULL;
     }
     if (b == NULL) {
-        b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
+        b = _hak_heap_refill(h, c, n, clear);
         if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
-        hak_learn_countdown(_hak_thread_heap);
+        hak_learn_countdown(h);
     }
-    _hak_sample_fit(_hak_thread_heap, c);
+    _hak_sample_fit(h, aside | 1ull << c);
     return b;
 }
 
+/* A heap whose slow path goes round (its `special`): the empty heap, whose first refill
+ * sets the thread up (and hakmem, on the first malloc of all), and a heap the profiler
+ * samples in — which gets its heap first, so that its first block may be a sample too. */
+static SLOW_PATH void *alloc_special(size_t c, size_t n, bool clear) {
+    if (_hak_thread_heap == &_hak_empty_heap) {
+        hak_ensure_init();
+        if (hak_sample_ever()) _hak_heap_thread();
+    }
+    if (_hak_thread_heap != &_hak_empty_heap && hak_sample_ever()) return alloc_sampling(c, n, clear);
+    void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
+    if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
+    hak_learn_countdown(_hak_thread_heap);
+    return b;
+}
+
+/* A small malloc or calloc found its tcache empty (or the thread has no heap yet: the
+ * empty heap is special). The purge thread is polled where memory is freed (flushes, huge
+ * frees), not here: starting it allocates, and nothing may allocate between a refill's
+ * choice of a block and calloc's decision to clear it (heap.c, _hak_heap_refill). */
 static SLOW_PATH void *alloc_slow(size_t c, size_t n, bool clear) {
-    if (unlikely(_hak_thread_heap == &_hak_empty_heap)) hak_ensure_init();
-    if (unlikely(hak_sample_ever())) return alloc_sampling(c, n, clear);
+    if (unlikely(__atomic_load_n(&_hak_thread_heap->special, __ATOMIC_RELAXED)))
+        return alloc_special(c, n, clear);
     void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
     if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
     hak_learn_countdown(_hak_thread_heap);
@@ -125,15 +139,12 @@ static SLOW_PATH void report_bad_block(const char *func, const void *p) {
 
 static SLOW_PATH void free_invalid(void *p) { report_bad_block("free", p); }
 
-/* free's countdown ran out. Mallocs since it was set may have left room (they count only
- * nalloc, span.h): then it starts again from what is left, unless that is under an eighth
- * of the depth (the flush might as well come now: a cache that hovers near full would
- * otherwise come here every few frees). Else the cache is over its depth and half of it
- * goes home. The thread's heap is read here, not passed: an argument that the fast path
- * must keep in the first register costs free a register copy. */
-static SLOW_PATH void flush_slow(hak_tcache_t *tc) {
+/* free's countdown ran out, in a heap the profiler samples in (or did): lists set aside
+ * come back, the usual work is done with the cache's true depth, and the caches are fitted
+ * again (sample.c). */
+static SLOW_PATH void flush_sampling(hak_heap_t *h, hak_tcache_t *tc) {
+    uint64_t aside = _hak_sample_join_all(h);
     uint32_t left = hak_tc_room(tc);
-    hak_heap_t *h = _hak_thread_heap;
     if (left > tc->cap / 8) {
         hak_tc_set_room(tc, left);
     } else {
@@ -141,8 +152,31 @@ static SLOW_PATH void flush_slow(hak_tcache_t *tc) {
         _hak_purge_thread_poll();
         hak_learn_countdown(h);
     }
-    /* the heap profiler's countdown cuts free's (sample.c): fitted again */
-    if (unlikely(hak_sample_ever())) _hak_sample_fit(h, (size_t)(tc - h->tc));
+    _hak_sample_fit(h, aside | 1ull << (tc - h->tc));
+}
+
+/* free's countdown ran out. Mallocs since it was set may have left room (they count only
+ * nalloc, span.h): then it starts again from what is left, unless that is under an eighth
+ * of the depth (the flush might as well come now: a cache that hovers near full would
+ * otherwise come here every few frees). Else the cache is over its depth and half of it
+ * goes home. The thread's heap is read here, not passed: an argument that the fast path
+ * must keep in the first register costs free a register copy. The depth is read with the
+ * word beside it, which the heap profiler sets to send every class of a heap it samples in
+ * past the first test, to its hook (sample.c): no test of its own here. */
+static SLOW_PATH void flush_slow(hak_tcache_t *tc) {
+    uint32_t left = hak_tc_room(tc);
+    if (left > (uint32_t)(tc->cap_word >> 3)) {     /* (sampled << 29: still 32 bits) */
+        hak_tc_set_room(tc, left);
+        return;
+    }
+    hak_heap_t *h = _hak_thread_heap;
+    if (unlikely(__atomic_load_n(&h->special, __ATOMIC_RELAXED))) {
+        flush_sampling(h, tc);
+        return;
+    }
+    _hak_tcache_flush_full(h, tc);
+    _hak_purge_thread_poll();
+    hak_learn_countdown(h);
 }
 
 FAST_PATH void tc_push(hak_tcache_t *tc, void *p) {
@@ -344,14 +378,32 @@ HAK_EXPORT void *hak_reallocarray(void *p, size_t count, size_t size) {
 /* The block p of class c, just taken, lacks the alignment: it is a coloured span's
  * (superslab.c, "Colours"). It goes back, and an aligned one comes from heap.c. */
 static SLOW_PATH void *aligned_retry(size_t c, size_t align, size_t n, void *p) {
-    hak_free(p);
+    hak_span_t *s = hak_span_of(hak_ss_of(p), p);
+    if (unlikely(_hak_heap_is_prof(relaxed_load(&s->owner)))) {
+        /* a sampled block: its record moves to an aligned block of the profiler's heap */
+        void *q = _hak_heap_prof_alloc_aligned(c, align);
+        if (q != NULL && _hak_prof_rekey(p, q)) {
+            _hak_span_free_remote(s, p, NULL);             /* (no record now: quietly) */
+            return q;
+        }
+        if (q != NULL) _hak_span_free_remote(hak_span_of(hak_ss_of(q), q), q, NULL);
+    }
     hak_heap_t *h = _hak_thread_heap;
+    bool ours = relaxed_load(&s->owner) == h;
+    hak_free(p);
+    if (ours && h != &_hak_empty_heap) {
+        /* p left the cache and came back: no allocation. Not counted, so that the count
+         * of mallocs, and the sampler's countdown (sample.c), stay true (base with it: the
+         * cache's room is as it was). */
+        h->tc[c].nalloc--;
+        h->tc[c].base--;
+    }
     if (h == &_hak_empty_heap) return huge_alloc(n, align, false);   /* past the thread's exit */
     void *b = _hak_heap_alloc_aligned(h, c, align);
     for (int step = 0; b == NULL && _hak_policy_try_harder(step); step++)
         b = _hak_heap_alloc_aligned(h, c, align);
     if (b == NULL) _hak_policy_out_of_memory(n);
-    if (unlikely(hak_sample_ever())) _hak_sample_fit(h, c);     /* (a pop of the cache's) */
+    if (unlikely(h->special)) _hak_sample_fit(h, 1ull << c);   /* (a pop of the cache's) */
     return b;
 }
 
