@@ -12,6 +12,8 @@
 #   make bench-phases-grid  search each scenario's best fixed options (scripts/phases_grid.py)
 #                     into bench/phases_tuned.json, the "off+tuned" setting (about 15 minutes)
 #   make bench-exploit the heap exploitation cases under glibc, hakmem and the peers (a table)
+#   make bench-prof   the heap profiler's cost (every cell off / on / on at 8x the rate,
+#                     interleaved), a sample's cost, and its estimates' accuracy
 #   make bench-peers  install mimalloc, jemalloc and tcmalloc from Debian (apt-get, as root),
 #                     and build snmalloc and mimalloc 3 from their crates' sources into
 #                     $(BUILD)/peers (scripts/build_peers.sh)
@@ -31,7 +33,7 @@ BENCH_ARGS    ?=
 BENCH_RUN      = BENCH_MAKE_TARGET="make $@$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" \
                  $(BENCH_PYTHON) bench/run.py --build $(BUILD)
 
-.PHONY: bench bench-full bench-peers bench-instr bench-progs bench-phases bench-phases-grid \
+.PHONY: bench bench-full bench-peers bench-instr bench-progs bench-phases bench-phases-grid bench-prof \
         bench-exploit
 
 bench-progs: $(BENCH_BINS)
@@ -51,6 +53,28 @@ bench-instr: lib $(BENCH_BINS)
 
 bench-phases: lib tool $(BUILD)/bench/phases
 	$(BENCH_RUN) --mode phases $(BENCH_ARGS)
+
+# The heap profiler (docs/PROFILING.md, "What it costs"): every cell with profiling off, on
+# at the default rate and at an eighth of it, interleaved (scripts/ab_libs.py); then what a
+# sample costs at three stack depths (bench/prof_cost.c: the stack capture alone, and a
+# malloc+free whose every block is sampled, against one that is not), and the estimates'
+# accuracy (scripts/prof_accuracy.py, which reads profiles with Python's protobuf).
+PROF_ROUNDS ?= 5
+PROF_LIB = $(BUILD)/libhakmem.so,HAKMEM_PROF=1,HAKMEM_PROF_FILE=$(BUILD)/bench/ab.pb.gz
+$(BUILD)/bench/prof_cost: bench/prof_cost.c bench/bench_common.h
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -fomit-frame-pointer -o $@ $< -lpthread
+bench-prof: lib test-progs $(BENCH_BINS) $(BUILD)/bench/prof_cost
+	$(BENCH_PYTHON) scripts/ab_libs.py --rounds $(PROF_ROUNDS) --build $(BUILD) \
+	    --lib off=$(BUILD)/libhakmem.so --lib on=$(PROF_LIB) \
+	    --lib on_8x=$(PROF_LIB),HAKMEM_PROF_SAMPLE=65536 $(BENCH_ARGS)
+	for d in 4 16 64; do \
+	    $(BUILD)/bench/prof_cost --depth=$$d --backtrace; \
+	    LD_PRELOAD=$(abspath $(BUILD))/libhakmem.so $(BUILD)/bench/prof_cost --depth=$$d; \
+	    HAKMEM_PROF=1 HAKMEM_PROF_SAMPLE=1 HAKMEM_PROF_FILE=$(BUILD)/bench/cost.pb.gz \
+	        LD_PRELOAD=$(abspath $(BUILD))/libhakmem.so $(BUILD)/bench/prof_cost --depth=$$d; \
+	done
+	$(BENCH_PYTHON) scripts/prof_accuracy.py --build $(BUILD) --runs 5
 
 GRID_ARGS ?=
 bench-phases-grid: lib $(BUILD)/bench/phases

@@ -241,7 +241,7 @@ the program wins over the environment variable of the same option.
 
 ## The `hakmem` command
 
-    hakmem run [--stats] [--trace FILE] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]
+    hakmem run [--stats] [--trace FILE] [--profile FILE] [--set NAME=VALUE]... [--lib PATH] [--] PROGRAM [ARGS...]
     hakmem options
     hakmem version
 
@@ -258,8 +258,14 @@ child, and when it exits draws `FILE.png` with `plot_trace.py` (found as
 `apt-get install python3-matplotlib` — and if it is missing the CSV is kept and the command
 says so). The picture shows resident memory, hakmem's committed memory and the free memory
 it keeps (thread caches per tier, dirty span units, the BigCache), the program's mallocs
-per second and threads, and every learned parameter. The exit status is the program's; a
-program killed by a signal kills `hakmem run` with the same signal.
+per second and threads, and every learned parameter.
+
+`--profile FILE` runs the program under the heap profiler (docs/PROFILING.md): it sets
+`HAKMEM_PROF=1` and `HAKMEM_PROF_FILE=FILE.pb.gz`, runs the program as a child, and when it
+exits draws `FILE.svg`, an icicle of the live bytes by stack, with `plot_profile.py`
+(python3 with matplotlib and protobuf), and prints the top allocation sites. `--trace` and
+`--profile` may be given together. The exit status is the program's; a program killed by a
+signal kills `hakmem run` with the same signal.
 
 ### The trace file
 

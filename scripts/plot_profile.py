@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """plot_profile.py — draw a hakmem heap profile (HAKMEM_PROF_FILE, pprof's format) as an
-icicle graph of the bytes live at exit, and print the top allocation sites.
+icicle graph of the live bytes (at exit, or when the profile was written), and print the top allocation sites.
 
     plot_profile.py PROFILE [OUT.svg|OUT.png] [--title TEXT]
 
@@ -140,7 +140,7 @@ def main(argv):
     names = pp.symbolize(prof)
     stacks = pp.by_stack(prof, SAMPLE_TYPE, names)
     total = sum(stacks.values())
-    head = "%s — %s live at exit (estimated: %d stacks, sampled once per %s allocated)" % (
+    head = "%s — %s live (estimated: %d stacks, sampled once per %s allocated)" % (
         title or os.path.basename(base), pp.human(total, "bytes"), len(prof.samples),
         pp.human(prof.period, "bytes"))
     if total > 0:
@@ -148,12 +148,12 @@ def main(argv):
     else:
         fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.5))
         ax.axis("off")
-        ax.text(0.5, 0.5, "no sampled allocation was live at exit", ha="center", va="center")
+        ax.text(0.5, 0.5, "no sampled allocation was live", ha="center", va="center")
         ax.set_title(head.replace("$", r"\$"), fontsize=11)
         fig.savefig(out, bbox_inches="tight")
         plt.close(fig)
     sites = sorted(pp.by_site(prof, SAMPLE_TYPE, names).items(), key=lambda kv: (-kv[1], kv[0]))
-    print("hakmem: live at exit: %s (%d bytes), estimated; the top sites (the caller of malloc/new):"
+    print("hakmem: live: %s (%d bytes), estimated; the top sites (the caller of malloc/new):"
           % (pp.human(total, "bytes"), total))
     for site, v in sites[:10]:
         print("  %12s %6.2f%%  %s" % (pp.human(v, "bytes"), 100.0 * v / total, site))

@@ -36,7 +36,7 @@ import sys
 
 import pytest
 
-from conftest import (BUILD, LIB_SO, ROOT, SYSTEM_MODE, TEST_BUILD, assert_checks_passed,
+from conftest import (BUILD, LIB_SO, ROOT, TOOL, SYSTEM_MODE, TEST_BUILD, assert_checks_passed,
                       built, run_program, tail)
 
 SCRIPTS = os.path.join(ROOT, "scripts")
@@ -860,3 +860,42 @@ def test_stress_with_profiling(name, args, tmp_path, reader):
     # children. The profile must be there and readable.)
     prof = reader.read(str(tmp_path / "exit.pb.gz"))
     assert prof.sample_types == SAMPLE_TYPES, prof.sample_types
+
+
+def _matplotlib_ok(py):
+    """py has matplotlib, installing python3-matplotlib for Debian's python3 if need be."""
+    def have():
+        return subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode == 0
+    if not have() and py == "/usr/bin/python3" and shutil.which("apt-get") and os.geteuid() == 0:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends",
+                        "python3-matplotlib"], env=env, capture_output=True, timeout=600)
+    return have()
+
+
+def test_hakmem_run_profile_draws_and_names_the_top_sites(tmp_path, reader):
+    """`hakmem run --profile FILE -- prof_sites`: FILE.pb.gz written at exit (the program
+    keeps its sites live), FILE.svg drawn, and the top sites printed, site_a first."""
+    if SYSTEM_MODE:
+        pytest.skip(SYSTEM_SKIP)
+    tool = TOOL
+    subprocess.run(["make", "-s", os.path.relpath(tool, ROOT)], cwd=ROOT, check=True,
+                   capture_output=True)
+    base = tmp_path / "p"
+    prog = os.path.join(TEST_BUILD, "prof", "prof_sites")
+    r = subprocess.run([tool, "run", "--profile", str(base), "--", prog], capture_output=True,
+                       text=True, timeout=300, cwd=ROOT,
+                       env=dict(os.environ, HAKMEM_PROF_SAMPLE="65536"))
+    assert r.returncode == 0, r.stderr
+    prof = reader.read(str(tmp_path / "p.pb.gz"))
+    assert prof.sample_types == SAMPLE_TYPES, prof.sample_types
+    if not _matplotlib_ok(reader.py):
+        assert "matplotlib" in r.stderr, r.stderr
+        pytest.skip("matplotlib is not installed and could not be (python3-matplotlib): the "
+                    "profile was checked, not the picture")
+    svg = tmp_path / "p.svg"
+    assert svg.exists() and b"<svg" in svg.read_bytes()[:2000], r.stderr
+    top = [ln.split()[-1] for ln in r.stdout.splitlines() + r.stderr.splitlines()
+           if re.match(r"^\s+[\d.]+ \w?i?B\s+[\d.]+%\s+\S+$", ln)]
+    assert top[:1] == ["site_a"], (top, r.stdout, r.stderr)
+    assert "site_b" in top[:4], top
