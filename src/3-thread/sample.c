@@ -109,9 +109,7 @@ static uint64_t pops_to_go(hak_heap_t *h, size_t c, uint64_t rate) {
 
 /* A heap whose countdowns are from an earlier start (or none): all drawn again, and every
  * class's free slow path sent to the hook. */
-static void sync_epoch(hak_heap_t *h) {
-    uint32_t epoch = atomic_load_explicit(&_hak_sample_epoch, memory_order_relaxed);
-    if (h->sample_epoch == epoch) return;
+static SLOW_PATH void redraw(hak_heap_t *h, uint32_t epoch) {
     uint64_t rate = atomic_load_explicit(&_hak_sample_rate, memory_order_relaxed);
     if (h->sample_rng == 0) h->sample_rng = (uintptr_t)h ^ _hak_now_ms();
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
@@ -120,6 +118,11 @@ static void sync_epoch(hak_heap_t *h) {
     }
     h->sample_huge = _hak_sample_draw(&h->sample_rng, rate);
     h->sample_epoch = epoch;
+}
+
+static inline void sync_epoch(hak_heap_t *h) {
+    uint32_t epoch = atomic_load_explicit(&_hak_sample_epoch, memory_order_relaxed);
+    if (unlikely(h->sample_epoch != epoch)) redraw(h, epoch);
 }
 
 void _hak_sample_start(uint64_t rate) {

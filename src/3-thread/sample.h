@@ -26,6 +26,18 @@ static inline void *hak_sample_mark(const hak_tcache_t *tc) {
     return (void *)((uintptr_t)tc | 8);
 }
 
+/* Nothing to fit for class c after a slow path: sampling on, the heap's countdowns drawn
+ * in this start, no list set aside, and at least the cache's depth of pops to go before
+ * the sampled one (the list and free's whole countdown together allow no more than that
+ * before the next slow path). The common case: the hooks then do what the slow path
+ * always did. */
+static inline bool hak_sample_far(const hak_heap_t *h, size_t c) {
+    const hak_tcache_t *tc = &h->tc[c];
+    return h->sample_stashed == 0 && hak_sampling() &&
+           h->sample_epoch == atomic_load_explicit(&_hak_sample_epoch, memory_order_relaxed) &&
+           h->sample_at[c] >= tc->nalloc + tc->cap;
+}
+
 /* Is the thread's next pop of class c (h: its heap) the sampled one? */
 bool _hak_sample_due(hak_heap_t *h, size_t c);
 /* That pop was taken (sampled, or skipped): the next interval is drawn. */

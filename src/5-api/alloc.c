@@ -45,6 +45,12 @@ static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
  * fitted again, so that no fast pop can pass the next sampled one. */
 static SLOW_PATH void *alloc_sampling(size_t c, size_t n, bool clear) {
     hak_heap_t *h = _hak_thread_heap;
+    if (hak_sample_far(h, c)) {
+        void *b = _hak_heap_refill(h, c, n, clear);
+        if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
+        hak_learn_countdown(h);
+        return b;
+    }
     uint64_t aside = _hak_sample_join_all(h);
     void *b = NULL;
     if (hak_sampling() && _hak_sample_due(h, c)) {
@@ -143,7 +149,9 @@ static SLOW_PATH void free_invalid(void *p) { report_bad_block("free", p); }
  * come back, the usual work is done with the cache's true depth, and the caches are fitted
  * again (sample.c). */
 static SLOW_PATH void flush_sampling(hak_heap_t *h, hak_tcache_t *tc) {
-    uint64_t aside = _hak_sample_join_all(h);
+    size_t c = (size_t)(tc - h->tc);
+    bool far = hak_sample_far(h, c);
+    uint64_t aside = far ? 0 : _hak_sample_join_all(h);
     uint32_t left = hak_tc_room(tc);
     if (left > tc->cap / 8) {
         hak_tc_set_room(tc, left);
@@ -152,7 +160,7 @@ static SLOW_PATH void flush_sampling(hak_heap_t *h, hak_tcache_t *tc) {
         _hak_purge_thread_poll();
         hak_learn_countdown(h);
     }
-    _hak_sample_fit(h, aside | 1ull << (tc - h->tc));
+    if (!far) _hak_sample_fit(h, aside | 1ull << c);
 }
 
 /* free's countdown ran out. Mallocs since it was set may have left room (they count only
