@@ -30,6 +30,7 @@
 #include "4-process/init.c"
 #include "4-process/symbols.c"
 #include "4-process/pprof.c"
+#include "4-process/unwind.c"
 #include "4-process/prof.c"
 #include "4-process/trace.c"
 #include "5-api/alloc.c"

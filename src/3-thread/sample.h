@@ -31,7 +31,7 @@ static inline void *hak_sample_mark(const hak_tcache_t *tc) {
  * the sampled one (the list and free's whole countdown together allow no more than that
  * before the next slow path). The common case: the hooks then do what the slow path
  * always did. */
-static inline bool hak_sample_far(const hak_heap_t *h, size_t c) {
+FAST_PATH bool hak_sample_far(const hak_heap_t *h, size_t c) {
     const hak_tcache_t *tc = &h->tc[c];
     return h->sample_stashed == 0 && hak_sampling() &&
            h->sample_epoch == atomic_load_explicit(&_hak_sample_epoch, memory_order_relaxed) &&

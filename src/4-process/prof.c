@@ -10,12 +10,14 @@
  * allocated and live, blocks and bytes, each the sum of its samples' weights — are what a
  * profile holds (pprof.c writes them in pprof's format).
  *
- * Stacks come from the C library's backtrace(), which unwinds with the DWARF tables (no
- * frame pointers needed); hakmem's own frames are dropped (the linker script
- * mk/hakmem_text.ld gathers all of hakmem's code between two symbols). Its first call
- * loads the unwinder (dlopen, which allocates): the profiler's work on a thread is guarded
- * by a thread-local flag, and what the thread allocates meanwhile is never sampled, so
- * nothing recurses; no lock of the profiler's is held while it unwinds.
+ * Stacks come from unwind.c, which gives what the C library's backtrace() gives (it
+ * unwinds with the DWARF tables: no frame pointers needed) at a small part of its cost, and
+ * falls back to backtrace() where it cannot; hakmem's own frames are dropped (the linker
+ * script mk/hakmem_text.ld gathers all of hakmem's code between two symbols).
+ * backtrace()'s first call loads the unwinder (dlopen, which allocates): start() makes it,
+ * the profiler's work on a thread is guarded by a thread-local flag, and what the thread
+ * allocates meanwhile is never sampled, so nothing recurses; no lock of the profiler's is
+ * held while it unwinds.
  *
  * The profiler never calls malloc: its tables live in mapped memory. One lock guards them;
  * nothing else of hakmem's is taken under it. */
@@ -34,6 +36,7 @@
 #include "3-thread/sample.h"
 #include "4-process/init.h"
 #include "4-process/prof.h"
+#include "4-process/unwind.h"
 
 static pthread_mutex_t prof_lock = HAK_LOCK_INIT;
 static HAK_TLS bool in_prof;           /* this thread is inside the profiler */
@@ -228,9 +231,9 @@ bool _hak_prof_rekey(const void *p, void *q) {
 
 /* The stack of the current allocation, hakmem's frames dropped: depth. */
 static uint32_t capture(uintptr_t *out) {
-    void *raw[HAK_PROF_FRAMES + 24];
-    int n = backtrace(raw, (int)(sizeof raw / sizeof *raw));
-    int i = 0;
+    uintptr_t raw[HAK_PROF_FRAMES + 24];
+    size_t n = _hak_unwind(raw, sizeof raw / sizeof *raw);
+    size_t i = 0;
     if (_hak_text_start != NULL)
         while (i < n && (const char *)raw[i] >= _hak_text_start && (const char *)raw[i] < _hak_text_end) i++;
     uint32_t d = 0;
