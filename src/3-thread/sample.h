@@ -27,15 +27,15 @@ static inline void *hak_sample_mark(const hak_tcache_t *tc) {
 }
 
 /* Nothing to fit for class c after a slow path: sampling on, the heap's countdowns drawn
- * in this start, no list set aside, and at least the cache's depth of pops to go before
+ * in this start, no list set aside, and more than the cache's depth of pops to go before
  * the sampled one (the list and free's whole countdown together allow no more than that
- * before the next slow path). The common case: the hooks then do what the slow path
+ * before the next slow path; a depth of 0, checked mode, leaves it all to malloc's). The common case: the hooks then do what the slow path
  * always did. */
 FAST_PATH bool hak_sample_far(const hak_heap_t *h, size_t c) {
     const hak_tcache_t *tc = &h->tc[c];
     return h->sample_stashed == 0 && hak_sampling() &&
            h->sample_epoch == atomic_load_explicit(&_hak_sample_epoch, memory_order_relaxed) &&
-           h->sample_at[c] >= tc->nalloc + tc->cap;
+           h->sample_at[c] > tc->nalloc + tc->cap;     /* (> : never the sampled pop itself) */
 }
 
 /* Is the thread's next pop of class c (h: its heap) the sampled one? */

@@ -30,6 +30,7 @@
 #include "0-base/diag.h"
 #include "0-base/options.h"
 #include "1-platform/os.h"
+#include "2-memory/checked.h"
 #include "2-memory/size_class.h"
 #include "2-memory/superslab.h"
 #include "3-thread/heap.h"
@@ -250,7 +251,8 @@ void *_hak_prof_sampled(size_t c, size_t n, bool clear) {
     uintptr_t f[HAK_PROF_FRAMES];
     uint32_t depth = capture(f);
     void *b = _hak_heap_prof_alloc(c, n, clear);
-    if (b != NULL && !record((uintptr_t)b, n, _hak_class_size[c], f, depth)) {
+    size_t k = unlikely(_hak_opt.check) ? _hak_checked_class(c, n) : c;   /* (its class) */
+    if (b != NULL && !record((uintptr_t)b, n, _hak_class_size[k], f, depth)) {
         hak_span_t *s = hak_span_of(hak_ss_of(b), b);
         _hak_span_free_remote(s, b, NULL);       /* (home to the profiler's heap) */
         b = NULL;

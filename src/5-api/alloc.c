@@ -45,7 +45,10 @@ static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
  * fitted again, so that no fast pop can pass the next sampled one. */
 static SLOW_PATH void *alloc_sampling(size_t c, size_t n, bool clear) {
     hak_heap_t *h = _hak_thread_heap;
-    if (hak_sample_far(h, c)) {
+    /* checked mode serves a request from the class that also holds its canary: the pops,
+     * so the countdown, are that class's */
+    size_t k = unlikely(_hak_opt.check) ? _hak_checked_class(c, n) : c;
+    if (hak_sample_far(h, k)) {
         void *b = _hak_heap_refill(h, c, n, clear);
         if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
         hak_learn_countdown(h);
@@ -53,9 +56,9 @@ static SLOW_PATH void *alloc_sampling(size_t c, size_t n, bool clear) {
     }
     uint64_t aside = _hak_sample_join_all(h);
     void *b = NULL;
-    if (hak_sampling() && _hak_sample_due(h, c)) {
+    if (hak_sampling() && _hak_sample_due(h, k)) {
         b = _hak_prof_sampled(c, n, clear);
-        _hak_sample_next(h, c);                   /* (not taken: the next interval anyway) */
+        _hak_sample_next(h, k);                   /* (not taken: the next interval anyway) */
     }
     if (b == NULL && h->tc[c].head != NULL) {     /* the list set aside, back */
         b = hak_tc_take(&h->tc[c]);
@@ -67,7 +70,7 @@ static SLOW_PATH void *alloc_sampling(size_t c, size_t n, bool clear) {
         if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
         hak_learn_countdown(h);
     }
-    _hak_sample_fit(h, aside | 1ull << c);
+    _hak_sample_fit(h, aside | 1ull << c | 1ull << k);
     return b;
 }
 
