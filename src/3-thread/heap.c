@@ -462,7 +462,8 @@ void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
     bool zero = false;
     if (unlikely(h == &_hak_empty_heap) && (thread_done || (h = thread_init()) == NULL)) {
         b = thread_done ? shared_refill(c, n, &zero) : NULL;
-    } else if (h->tc[c].head != NULL) {  /* filled by a nested call during thread setup */
+    } else if (h->tc[c].head != NULL) {  /* filled by a nested call during thread setup,
+                                        or the list the heap profiler set aside (sample.c) */
         b = hak_tc_take(&h->tc[c]);
         ((void **)b)[1] = NULL;
     } else if (nursery(h, c) && (b = shared_refill(c, n, &zero)) != NULL) {

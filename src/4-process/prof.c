@@ -62,7 +62,6 @@ static size_t stack_index_cap_bytes, stack_index_mask;
 static uintptr_t *frames;
 static size_t frames_cap_bytes, n_frames;
 
-static uint64_t rate_now;              /* the rate of the running (or last) start */
 static pid_t started_by;               /* the process that started profiling */
 static _Atomic int dumps;              /* numbered profiles written (signal, hak_prof_dump(NULL)) */
 
@@ -115,6 +114,18 @@ static size_t rec_find(uintptr_t p) {
         if (recs[i].p == p) return i;
         if (recs[i].p == 0) return SIZE_MAX;
     }
+}
+
+static void rec_insert(rec_t r) {
+    size_t i = mix(r.p) & recs_mask;
+    while (recs[i].p != 0) i = (i + 1) & recs_mask;
+    recs[i] = r;
+    recs_live++;
+}
+
+/* The rate of the running (or last) start (sample.c holds it). */
+static uint64_t rate_now(void) {
+    return atomic_load_explicit(&_hak_sample_rate, memory_order_relaxed);
 }
 
 static void rec_remove(size_t i) {
@@ -179,11 +190,8 @@ static bool record(uintptr_t p, size_t asked, size_t u, const uintptr_t *f, uint
     hak_lock(&prof_lock);
     uint32_t k = recs_room() ? stack_get(f, depth) : UINT32_MAX;
     if (k != UINT32_MAX) {
-        double w = _hak_sample_weight(u, rate_now);
-        size_t i = mix(p) & recs_mask;
-        while (recs[i].p != 0) i = (i + 1) & recs_mask;
-        recs[i] = (rec_t){ .p = p, .stack = k, .asked = asked, .weight = w };
-        recs_live++;
+        double w = _hak_sample_weight(u, rate_now());
+        rec_insert((rec_t){ .p = p, .stack = k, .asked = asked, .weight = w });
         hak_prof_stack_t *s = &stacks[k];
         s->alloc_n += w;
         s->alloc_b += w * (double)asked;
@@ -213,16 +221,12 @@ bool _hak_prof_forget(const void *p) {
 bool _hak_prof_rekey(const void *p, void *q) {
     hak_lock(&prof_lock);
     size_t i = rec_find((uintptr_t)p);
-    bool found = i != SIZE_MAX && recs_room();
-    if (found) {
-        i = rec_find((uintptr_t)p);                 /* (the table may have grown) */
+    bool found = i != SIZE_MAX;
+    if (found) {                                    /* (one out, one in: no room needed) */
         rec_t r = recs[i];
         rec_remove(i);
         r.p = (uintptr_t)q;
-        size_t j = mix(r.p) & recs_mask;
-        while (recs[j].p != 0) j = (j + 1) & recs_mask;
-        recs[j] = r;
-        recs_live++;
+        rec_insert(r);
     }
     hak_unlock(&prof_lock);
     return found;
@@ -286,10 +290,9 @@ static int start(void) {
     in_prof = was;
     _hak_init_fork_late(_hak_prof_fork);
     hak_lock(&prof_lock);
-    rate_now = (uint64_t)hak_opt_live(prof_sample);
-    if (started_by != getpid()) started_by = getpid();
+    started_by = getpid();
     hak_unlock(&prof_lock);
-    _hak_sample_start(rate_now);
+    _hak_sample_start((uint64_t)hak_opt_live(prof_sample));
     return 0;
 }
 
@@ -356,7 +359,7 @@ static int dump_to(const char *path) {
     bool was = in_prof;
     in_prof = true;
     hak_lock(&prof_lock);
-    bool ok = _hak_pprof_write(fd, gz, stacks, n_stacks, frames, rate_now ? rate_now : 1);
+    bool ok = _hak_pprof_write(fd, gz, stacks, n_stacks, frames, rate_now());
     int err = errno;
     hak_unlock(&prof_lock);
     in_prof = was;
@@ -423,7 +426,7 @@ static void leak_list(void) {
     line_put(line, &n, sizeof line, " blocks never freed, from ");
     line_num(line, &n, sizeof line, (double)k);
     line_put(line, &n, sizeof line, " stacks (sampled: 1 in ");
-    line_num(line, &n, sizeof line, (double)rate_now);
+    line_num(line, &n, sizeof line, (double)rate_now());
     line_put(line, &n, sizeof line, " bytes on average; estimates)\n");
     _hak_say(line, n);
     /* largest first: a selection each time (the list is short, and nothing may allocate) */

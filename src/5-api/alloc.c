@@ -40,36 +40,33 @@ static SLOW_PATH void *alloc_retry(size_t c, size_t n, bool clear) {
     return b;
 }
 
+/* The refill of a small malloc or calloc, trying harder when it runs short; the learning
+ * layer's countdown after it. The thread's heap is read anew each time: the refill may
+ * have made it. */
+FAST_PATH void *refill(size_t c, size_t n, bool clear) {
+    void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
+    if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
+    hak_learn_countdown(_hak_thread_heap);
+    return b;
+}
+
 /* The heap profiler is on, or was (sample.c): this may be the class's sampled pop. Lists
- * the sampler set aside come back first, and after the slow path's work the caches are
- * fitted again, so that no fast pop can pass the next sampled one. */
+ * the sampler set aside come back first (the refill pops one that did), and after the slow
+ * path's work the caches are fitted again, so that no fast pop can pass the next sampled
+ * one — unless the class is far from it (hak_sample_far), the common case. */
 static SLOW_PATH void *alloc_sampling(size_t c, size_t n, bool clear) {
     hak_heap_t *h = _hak_thread_heap;
     /* checked mode serves a request from the class that also holds its canary: the pops,
      * so the countdown, are that class's */
     size_t k = unlikely(_hak_opt.check) ? _hak_checked_class(c, n) : c;
-    if (hak_sample_far(h, k)) {
-        void *b = _hak_heap_refill(h, c, n, clear);
-        if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
-        hak_learn_countdown(h);
-        return b;
-    }
+    if (hak_sample_far(h, k)) return refill(c, n, clear);
     uint64_t aside = _hak_sample_join_all(h);
     void *b = NULL;
     if (hak_sampling() && _hak_sample_due(h, k)) {
         b = _hak_prof_sampled(c, n, clear);
         _hak_sample_next(h, k);                   /* (not taken: the next interval anyway) */
     }
-    if (b == NULL && h->tc[c].head != NULL) {     /* the list set aside, back */
-        b = hak_tc_take(&h->tc[c]);
-        if (clear) memset(b, 0, n > 16 ? n : 16);
-        else ((void **)b)[1] = NULL;
-    }
-    if (b == NULL) {
-        b = _hak_heap_refill(h, c, n, clear);
-        if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
-        hak_learn_countdown(h);
-    }
+    if (b == NULL && (b = refill(c, n, clear)) == NULL) return NULL;
     _hak_sample_fit(h, aside | 1ull << c | 1ull << k);
     return b;
 }
@@ -83,10 +80,7 @@ static SLOW_PATH void *alloc_special(size_t c, size_t n, bool clear) {
         if (hak_sample_ever()) _hak_heap_thread();
     }
     if (_hak_thread_heap != &_hak_empty_heap && hak_sample_ever()) return alloc_sampling(c, n, clear);
-    void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
-    if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
-    hak_learn_countdown(_hak_thread_heap);
-    return b;
+    return refill(c, n, clear);
 }
 
 /* A small malloc or calloc found its tcache empty (or the thread has no heap yet: the
@@ -96,10 +90,7 @@ static SLOW_PATH void *alloc_special(size_t c, size_t n, bool clear) {
 static SLOW_PATH void *alloc_slow(size_t c, size_t n, bool clear) {
     if (unlikely(__atomic_load_n(&_hak_thread_heap->special, __ATOMIC_RELAXED)))
         return alloc_special(c, n, clear);
-    void *b = _hak_heap_refill(_hak_thread_heap, c, n, clear);
-    if (unlikely(b == NULL)) return alloc_retry(c, n, clear);
-    hak_learn_countdown(_hak_thread_heap);
-    return b;
+    return refill(c, n, clear);
 }
 
 /* A huge block just made (the profiler's header flag is set here, sampled or not). */
