@@ -181,6 +181,18 @@ def _cells():
                   quick={"ops": "1M"}, full={"ops": "4M"}, smoke={"ops": "20k"},
                   instr=({"ops": "200k"}, {"ops": "50k"}),
                   what="producer/consumer, every free remote"))
+    # Batches of 1, 16 and 500 blocks through a lock-free ring (bench/prodcons.c). Under
+    # callgrind the polls of an empty or full ring would count, so the instr runs sleep at
+    # once (spin 0); with batches of 500 the count then repeats (to within about half an
+    # instruction per block, as xthread's). Batches of 1 and 16 would wake the other thread
+    # far more often, at a count that depends on valgrind's scheduling: not measured there.
+    for batch, quick, full in ((1, "8M", "30M"), (16, "10M", "40M"), (500, "12M", "48M")):
+        c.append(Cell("prodcons_%d" % batch, "prodcons", {"pairs": 1, "batch": batch},
+                      quick={"ops": quick}, full={"ops": full}, smoke={"ops": "20k"},
+                      instr=(({"ops": "200k", "spin": 0}, {"ops": "50k", "spin": 0})
+                             if batch == 500 else None),
+                      what="producer/consumer, batches of %d block%s of 16-512 B, every free remote"
+                      % (batch, "s" if batch > 1 else "")))
     # glibc's benchtests/bench-malloc-simple, single-threaded case: a small batch (all in any
     # thread cache) and a large one (refills and flushes), sizes 8-4096 B.
     for batch, quick in ((25, "20M"), (1600, "10M")):
@@ -199,6 +211,15 @@ def _cells():
         c.append(Cell("shared_mt_%dT" % t, "shared_mt", {"threads": t},
                       quick={"ops": "8M"}, full={"ops": "32M"}, smoke={"ops": "40k"},
                       what="random 16-1024 B, 256 live per thread, 1 in 64 handed over, %d threads" % t))
+    # Every new block is swapped into a random one of 4096 shared slots and the block that
+    # comes out is freed, by whichever thread drew the slot (bench/exchange.c). Threads that
+    # run at once free each other's blocks; threads that take turns on a busy machine mostly
+    # meet their own again: the result line's remote_pct says which a run saw.
+    for t in (2, 4, 8):
+        c.append(Cell("exchange_%dT" % t, "exchange", {"threads": t, "slots": 4096},
+                      quick={"ops": "20M"}, full={"ops": "60M"}, smoke={"ops": "40k"},
+                      what="random 16-1024 B swapped through 4096 shared slots, freed by who "
+                      "takes them out, %d threads" % t))
     c.append(Cell("large", "large", {},
                   quick={"ops": "5000"}, full={"ops": "20000"}, smoke={"ops": "300"},
                   what="64 KiB-4 MiB with realloc growth"))
@@ -209,6 +230,12 @@ def _cells():
                       quick={"ops": 400 * t}, full={"ops": 1500 * t}, smoke={"ops": 10 * t},
                       what="5-25 MiB blocks allocated, touched, freed; 2 live per thread, %d thread%s"
                       % (t, "s" if t > 1 else "")))
+    # Page-fault bound too. 20 live buffers of 5-25 MiB (300 MiB on average), one replaced
+    # and zero-filled per operation; then all freed and the RSS read after 1.5 s idle.
+    c.append(Cell("huge_ws", "huge_ws", {"live": 20},
+                  quick={"ops": 300, "idle-ms": 1500}, full={"ops": 1200, "idle-ms": 1500},
+                  smoke={"ops": 6, "live": 3, "idle-ms": 0},
+                  what="20 live 5-25 MiB buffers, one replaced and memset per op; RSS after 1.5 s idle"))
     c.append(Cell("thread_churn", "thread_churn", {"lanes": 2},
                   quick={"total": 1000}, full={"total": 4000}, smoke={"total": 20},
                   unit="threads/s", what="threads created and ended in a loop"))
@@ -563,7 +590,7 @@ def summarize_records(cells, allocs, records):
             s = summarize([x["ops_per_sec"] for x in ok])
             s["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
             for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb", "minflt", "csw",
-                        "rss_per_thread_kb") + POOL_KEYS:
+                        "rss_per_thread_kb", "rss_after_idle_kb") + POOL_KEYS:
                 vals = [x[key] for x in ok if key in x]
                 if vals:
                     s[key] = statistics.median(vals)
@@ -725,6 +752,22 @@ def markdown_tables(cells, allocs, summary, meta):
             s = rows[a]
             L.append("| %s | %s | %s | %s | %s |" % (a, fmt_mib(s["peak_rss_kb"]), fmt_mib(s.get("rss_after_free_kb")),
                                                       fmt_mib(s.get("rss_idle_kb")), fmt_mib(s.get("rss_trim_kb"))))
+    hws = [c for c in cells if c.prog == "huge_ws"]
+    if hws:
+        idle = (meta.get("cells", {}).get(hws[0].name, {}).get("args") or [])
+        idle = [x.split("=", 1)[1] for x in idle if x.startswith("--idle-ms=")]
+        L.append("")
+        L.append("### Huge buffers freed, then idle (`%s`, MiB, median)" % hws[0].name)
+        L.append("")
+        L.append("| allocator | peak | after every buffer freed | after %s idle | minor faults |"
+                 % (idle[0] + " ms" if idle else "the"))
+        L.append("|---|---:|---:|---:|---:|")
+        rows = summary[hws[0].name]
+        for a in names:
+            s = rows[a]
+            L.append("| %s | %s | %s | %s | %s |" % (a, fmt_mib(s["peak_rss_kb"]), fmt_mib(s.get("rss_after_free_kb")),
+                                                      fmt_mib(s.get("rss_after_idle_kb")),
+                                                      "-" if s.get("minflt") is None else "%.0f" % s["minflt"]))
     L += pool_table(cells, allocs, summary)
     rss = [c for c in cells if c.prog == "thread_rss"]
     if rss:

@@ -237,7 +237,8 @@ def test_cells_are_consistent():
                  "tiny_hot_16", "tiny_hot_64", "fixed_size_256", "larson_1T", "larson_2T",
                  "larson_4T", "mid_large_mt_1T", "mid_large_mt_2T", "mid_large_mt_4T", "pool",
                  "xthread", "large", "memory", "thread_churn", "glibc_simple_25",
-                 "glibc_simple_1600", "shared_mt_4T", "shared_mt_8T"):
+                 "glibc_simple_1600", "shared_mt_4T", "shared_mt_8T", "prodcons_1", "prodcons_16",
+                 "prodcons_500", "exchange_2T", "exchange_4T", "huge_ws"):
         assert want in names
 
 

@@ -38,7 +38,9 @@ EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_
                   "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2, "pool_scale_1T": 1,
                   "pool_scale_16T": 16, "pool_scale_64T": 64,
                   "huge_loop_1T": 1, "huge_loop_2T": 2, "glibc_simple_25": 1,
-                  "glibc_simple_1600": 1, "shared_mt_4T": 4, "shared_mt_8T": 8, "thread_rss_1": 70, "thread_rss_16": 70}
+                  "glibc_simple_1600": 1, "shared_mt_4T": 4, "shared_mt_8T": 8, "thread_rss_1": 70, "thread_rss_16": 70,
+                  "prodcons_1": 2, "prodcons_16": 2, "prodcons_500": 2, "exchange_2T": 2, "exchange_4T": 4,
+                  "exchange_8T": 8, "huge_ws": 1}
 
 
 @pytest.mark.parametrize("allocator", ["hakmem", "glibc"])
@@ -71,6 +73,16 @@ def test_workload_smoke(binaries, cell, allocator):
     if cell.prog == "shared_mt":
         # a few blocks, not most, are freed by a thread that did not allocate them
         assert 0 < r["remote_pct"] < 10
+    if cell.prog == "prodcons":
+        assert r["batch"] == cell.args["batch"] and r["ring"] >= 4 * r["batch"] and r["sleeps"] >= 0
+    if cell.prog == "exchange":
+        # the array starts empty, every swap after the first into a slot frees a block, and
+        # at least the blocks one thread finds from another are remote
+        assert 0 < r["remote_pct"] <= 100 and 0 < r["left"] <= r["slots"]
+    if cell.prog == "huge_ws":
+        # about page faults and the memory given back: all of it on the line
+        assert r["minflt"] > 0 and r["live_max_kb"] > 0
+        assert r["rss_after_free_kb"] > 0 and r["rss_after_idle_kb"] > 0
     if cell.prog == "phases":
         assert r["scenario"] == cell.name[len("phases_"):]
         assert r["rss_end_kb"] > 0 and r["minflt"] > 0
