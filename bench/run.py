@@ -1653,7 +1653,7 @@ def draw_latency_chart(path, cells, allocs, summary, meta, plt):
                         color=line.get_color())
                 ax.plot([x_max], [mx], marker="v", markersize=5, linestyle="none", color=line.get_color())
         ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(base=10))
+        ax.yaxis.set_major_locator(LogLocator(base=10, numticks=12))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_ns(v).replace(" ", "\u2009")))
         ax.set_xticks(xs + [x_max])
         ax.set_xticklabels([label.lstrip("p") for _, label, _ in LATENCY_PCTS] + ["max"], fontsize=8)
@@ -1733,7 +1733,8 @@ def main_latency(args, argv):
             os.makedirs(os.path.dirname(LATENCY_IMG), exist_ok=True)
             shutil.copyfile(os.path.join(out_dir, "chart.png"), LATENCY_IMG)
             print("published %s" % _rel(LATENCY_IMG))
-        publish_doc_table(LATENCY_DOC, LATENCY_BEGIN, LATENCY_END, md)
+        picture = "![malloc+free latency under bursts of frees](img/latency.png)\n\n" if chart else ""
+        publish_doc_table(LATENCY_DOC, LATENCY_BEGIN, LATENCY_END, picture + md)
     return 0
 
 

@@ -716,3 +716,23 @@ def test_latency_chart(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "chart.png").stat().st_size > 10000
+
+
+def test_publish_doc_table(tmp_path):
+    """--publish puts a table between a document's markers, its headings one level down, and
+    leaves a document without markers alone."""
+    doc = tmp_path / "doc.md"
+    doc.write_text("# T\n\nbefore\n\n%s\n\nFigures: run make bench-latency\n\n%s\n\nafter\n"
+                   % (run.LATENCY_BEGIN, run.LATENCY_END))
+    run.publish_doc_table(str(doc), run.LATENCY_BEGIN, run.LATENCY_END, "### latency_4T\n\n| a |\n",
+                          log=lambda *a: None)
+    text = doc.read_text()
+    assert "Figures: run" not in text and "#### latency_4T\n\n| a |" in text
+    assert text.startswith("# T\n\nbefore\n\n") and text.endswith(run.LATENCY_END + "\n\nafter\n")
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n")
+    run.publish_doc_table(str(plain), run.LATENCY_BEGIN, run.LATENCY_END, "x", log=lambda *a: None)
+    assert plain.read_text() == "no markers\n"
+    with open(os.path.join(ROOT, "docs", "BENCHMARKS.md")) as f:
+        bench_doc = f.read()
+    assert run.LATENCY_BEGIN in bench_doc and run.LATENCY_END in bench_doc
