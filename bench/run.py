@@ -1018,6 +1018,10 @@ COUNT_LIB = os.path.join("count", "libhakmem.so")
 COUNT_KINDS = ["atomic", "lock", "lock_wait", "trylock_fail", "mmap", "munmap", "madvise", "mprotect",
                "mremap", "futex_wait", "futex_wake", "sys_other"]
 COUNT_SYSCALLS = COUNT_KINDS[4:]
+# count.h's objects, in its order (the columns of the table by object).
+COUNT_OBJECTS = ["other", "heap", "shared_heap", "span_remote", "notified", "reclaim", "abandoned", "heap_list",
+                 "pool", "arena", "chunkmap", "huge", "stats", "learning", "purge_thread", "prof", "trace",
+                 "checked", "init_fork"]
 
 
 def read_counts(path):
@@ -1125,6 +1129,19 @@ def count_markdown(cells, res, meta):
             fmt_count(tot["trylock_fail"]), fmt_count(tot["syscalls"]),
             ", ".join("%s %s" % (o, fmt_count(rows[o]["atomic"] + rows[o]["lock"] + rows[o]["syscalls"]))
                       for o in top) or "-"))
+    order = [o for o in COUNT_OBJECTS if any(o in r.get("per_mop", {}) for r in res.values() if not r["error"])]
+    L += ["", "### By object: atomic RMWs / locks / syscalls", "",
+          "Each entry is atomic RMWs / lock acquisitions / system calls on that object, per million "
+          "operations; empty where the cell did not touch it.", "",
+          "| workload | " + " | ".join(order) + " |", "|---|" + "---:|" * len(order)]
+    for cell in cells:
+        r = res.get(cell.name)
+        if not r or r["error"]:
+            continue
+        rows = r["per_mop"]
+        L.append("| %s | %s |" % (cell.name, " | ".join(
+            "%s / %s / %s" % (fmt_count(rows[o]["atomic"]), fmt_count(rows[o]["lock"]), fmt_count(rows[o]["syscalls"]))
+            if o in rows else "" for o in order)))
     L += ["", "### Per cell and object", "",
           "Objects a cell did not touch are left out. Locks: acquisitions (of them, those that found "
           "the lock held and waited; then trylocks that found it held).", "",

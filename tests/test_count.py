@@ -191,6 +191,17 @@ def test_huge_block_is_an_mmap_of_the_huge_tier(counted):
 
 # ---- bench/run.py's side -------------------------------------------------------------------
 
+def test_runner_knows_every_object_and_kind():
+    """bench/run.py's lists are count.h's, in its order (the table's columns)."""
+    h = open(os.path.join(SRC, "0-base", "count.h")).read()
+    def names(macro):
+        body = h[h.index("#define %s(X)" % macro):]
+        body = body[:body.index("\n\n")]
+        return re.findall(r'X\(\w+, "(\w+)"', body)
+    assert names("HAK_COUNT_OBJECTS") == run.COUNT_OBJECTS
+    assert names("HAK_COUNT_KINDS") == run.COUNT_KINDS
+
+
 def line(pid, ops, objects):
     objs = {o: dict({k: 0 for k in run.COUNT_KINDS}, **objects.get(o, {})) for o in ("pool", "heap", "other")}
     return json.dumps({"pid": pid, "threads": 2, "ops": dict(ops, total=sum(ops.values())), "objects": objs})

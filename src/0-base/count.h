@@ -33,7 +33,7 @@
 /* The shared objects: an enum name, the name in the table, what it is. */
 #define HAK_COUNT_OBJECTS(X)                                                                  \
     X(OTHER, "other", "system calls of no object above (none expected)")                     \
-    X(HEAP, "heap", "a thread heap's own lock: refill, flush, housekeeping, thread exit")    \
+    X(HEAP, "heap", "a thread heap: its lock (refill, flush, exit), its spans' free pages")     \
     X(SHARED_HEAP, "shared_heap", "the shared heap: nursery blocks, threads past exit")      \
     X(SPAN_REMOTE, "span_remote", "a span's remote-free word: push, collect, park as full")  \
     X(NOTIFY, "notified", "an owner's notified stack, and waits for a notifier")             \
