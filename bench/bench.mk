@@ -12,6 +12,12 @@
 #   make bench-phases-grid  search each scenario's best fixed options (scripts/phases_grid.py)
 #                     into bench/phases_tuned.json, the "off+tuned" setting (about 15 minutes)
 #   make bench-exploit the heap exploitation cases under glibc, hakmem and the peers (a table)
+#   make bench-latency p50/p90/p99/p99.9/p99.99 and max of one free+malloc with 4, 16 and 64
+#                     threads while another thread allocates and frees 64 MiB bursts
+#                     (bench/latency.c), under glibc, hakmem and the peers, 5 interleaved
+#                     rounds: a table per thread count and a percentile chart (about 5
+#                     minutes); BENCH_ARGS=--publish also writes bench/published/latency.*,
+#                     the table in docs/BENCHMARKS.md and docs/img/latency.png
 #   make bench-prof   the heap profiler's cost (every cell off / on / on at 8x the rate,
 #                     interleaved), a sample's cost, and its estimates' accuracy
 #   make bench-peers  install mimalloc, jemalloc and tcmalloc from Debian (apt-get, as root),
@@ -24,7 +30,8 @@
 # Extra runner options go in BENCH_ARGS, e.g. make bench BENCH_ARGS="--only random_mixed".
 
 BENCH_PROGS   := random_mixed tiny_hot fixed_size larson mid_large_mt pool xthread large huge_loop \
-                 memory thread_churn pool_scale phases glibc_simple shared_mt teardown thread_rss
+                 prodcons exchange huge_ws \
+                 memory thread_churn pool_scale phases glibc_simple shared_mt teardown thread_rss latency
 BENCH_BINS    := $(addprefix $(BUILD)/bench/,$(BENCH_PROGS))
 BENCH_CFLAGS  ?= -O2 -pthread -std=gnu11 -Wall -Wextra
 BENCH_PYTHON  ?= python3
@@ -34,7 +41,7 @@ BENCH_RUN      = BENCH_MAKE_TARGET="make $@$(if $(BENCH_ARGS), BENCH_ARGS='$(BEN
                  $(BENCH_PYTHON) bench/run.py --build $(BUILD)
 
 .PHONY: bench bench-full bench-peers bench-instr bench-progs bench-phases bench-phases-grid bench-prof \
-        bench-exploit
+        bench-exploit bench-latency
 
 bench-progs: $(BENCH_BINS)
 
@@ -53,6 +60,9 @@ bench-instr: lib $(BENCH_BINS)
 
 bench-phases: lib tool $(BUILD)/bench/phases
 	$(BENCH_RUN) --mode phases $(BENCH_ARGS)
+
+bench-latency: lib $(BUILD)/bench/latency
+	$(BENCH_RUN) --mode latency $(BENCH_ARGS)
 
 # The heap profiler (docs/PROFILING.md, "What it costs"): every cell with profiling off, on
 # at the default rate and at an eighth of it, interleaved (scripts/ab_libs.py); then what a

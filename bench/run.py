@@ -10,6 +10,10 @@
     python3 bench/run.py --mode count     what `make count` runs: every cell once under the
                                           counting build (build/count/libhakmem.so), the
                                           shared state each operation touches, by object
+    python3 bench/run.py --mode latency   what `make bench-latency` runs: p50-p99.99 of one
+                                          free+malloc with 4, 16 and 64 threads while another
+                                          thread frees 64 MiB bursts, under glibc, hakmem and
+                                          the peers (a table per cell and a percentile chart)
     python3 bench/run.py --list           the cells and their arguments
     python3 bench/run.py --mode smoke --train LIB   every cell once under LIB (make pgo's training)
 
@@ -133,15 +137,16 @@ class Cell:
     mode, or None when the cell is not measured there (multi-threaded or page-fault bound).
     on_demand: the cell runs only when --only names it (a slow, special-purpose cell), in
     any mode; the smoke test runs it like every other. group "phases" cells run only in
-    --mode phases (their quick and full arguments are the phases arguments; smoke is the
-    short form the tests run)."""
+    --mode phases, group "latency" cells only in --mode latency (their quick and full
+    arguments are the measured arguments; smoke is the short form the tests run)."""
 
     def __init__(self, name, prog, args, quick, full, smoke, instr=None, unit="ops/s", what="",
                  on_demand=False, group="main"):
         self.name, self.prog, self.args = name, prog, dict(args)
-        self.modes = {"quick": dict(quick), "full": dict(full), "smoke": dict(smoke), "phases": dict(full)}
+        self.modes = {"quick": dict(quick), "full": dict(full), "smoke": dict(smoke), "phases": dict(full),
+                      "latency": dict(full)}
         self.instr, self.unit, self.what, self.on_demand = instr, unit, what, on_demand
-        self.group = group          # "main": quick, full, instr; "phases": --mode phases
+        self.group = group          # "main": quick, full, instr; "phases", "latency": that --mode
 
     def argv(self, mode, extra=None):
         a = dict(self.args)
@@ -184,6 +189,18 @@ def _cells():
                   quick={"ops": "1M"}, full={"ops": "4M"}, smoke={"ops": "20k"},
                   instr=({"ops": "200k"}, {"ops": "50k"}),
                   what="producer/consumer, every free remote"))
+    # Batches of 1, 16 and 500 blocks through a lock-free ring (bench/prodcons.c). Under
+    # callgrind the polls of an empty or full ring would count, so the instr runs sleep at
+    # once (spin 0); with batches of 500 the count then repeats (to within about half an
+    # instruction per block, as xthread's). Batches of 1 and 16 would wake the other thread
+    # far more often, at a count that depends on valgrind's scheduling: not measured there.
+    for batch, quick, full in ((1, "8M", "30M"), (16, "10M", "40M"), (500, "12M", "48M")):
+        c.append(Cell("prodcons_%d" % batch, "prodcons", {"pairs": 1, "batch": batch},
+                      quick={"ops": quick}, full={"ops": full}, smoke={"ops": "20k"},
+                      instr=(({"ops": "200k", "spin": 0}, {"ops": "50k", "spin": 0})
+                             if batch == 500 else None),
+                      what="producer/consumer, batches of %d block%s of 16-512 B, every free remote"
+                      % (batch, "s" if batch > 1 else "")))
     # glibc's benchtests/bench-malloc-simple, single-threaded case: a small batch (all in any
     # thread cache) and a large one (refills and flushes), sizes 8-4096 B.
     for batch, quick in ((25, "20M"), (1600, "10M")):
@@ -202,6 +219,15 @@ def _cells():
         c.append(Cell("shared_mt_%dT" % t, "shared_mt", {"threads": t},
                       quick={"ops": "8M"}, full={"ops": "32M"}, smoke={"ops": "40k"},
                       what="random 16-1024 B, 256 live per thread, 1 in 64 handed over, %d threads" % t))
+    # Every new block is swapped into a random one of 4096 shared slots and the block that
+    # comes out is freed, by whichever thread drew the slot (bench/exchange.c). Threads that
+    # run at once free each other's blocks; threads that take turns on a busy machine mostly
+    # meet their own again: the result line's remote_pct says which a run saw.
+    for t in (2, 4, 8):
+        c.append(Cell("exchange_%dT" % t, "exchange", {"threads": t, "slots": 4096},
+                      quick={"ops": "20M"}, full={"ops": "60M"}, smoke={"ops": "40k"},
+                      what="random 16-1024 B swapped through 4096 shared slots, freed by who "
+                      "takes them out, %d threads" % t))
     c.append(Cell("large", "large", {},
                   quick={"ops": "5000"}, full={"ops": "20000"}, smoke={"ops": "300"},
                   what="64 KiB-4 MiB with realloc growth"))
@@ -212,6 +238,12 @@ def _cells():
                       quick={"ops": 400 * t}, full={"ops": 1500 * t}, smoke={"ops": 10 * t},
                       what="5-25 MiB blocks allocated, touched, freed; 2 live per thread, %d thread%s"
                       % (t, "s" if t > 1 else "")))
+    # Page-fault bound too. 20 live buffers of 5-25 MiB (300 MiB on average), one replaced
+    # and zero-filled per operation; then all freed and the RSS read after 1.5 s idle.
+    c.append(Cell("huge_ws", "huge_ws", {"live": 20},
+                  quick={"ops": 300, "idle-ms": 1500}, full={"ops": 1200, "idle-ms": 1500},
+                  smoke={"ops": 6, "live": 3, "idle-ms": 0},
+                  what="20 live 5-25 MiB buffers, one replaced and memset per op; RSS after 1.5 s idle"))
     c.append(Cell("thread_churn", "thread_churn", {"lanes": 2},
                   quick={"total": 1000}, full={"total": 4000}, smoke={"total": 20},
                   unit="threads/s", what="threads created and ended in a loop"))
@@ -240,8 +272,19 @@ def _cells():
         full = dict(args)
         c.append(Cell("phases_" + scen, "phases", {"scenario": scen}, quick=full, full=full,
                       smoke=smoke, what=what, group="phases"))
+    # The latency group (--mode latency, make bench-latency): percentiles of one free+malloc
+    # with 4, 16 and 64 workers while one more thread allocates and frees 64 MiB bursts. About
+    # 40M operations in all per cell, so each run takes a few seconds on 2 cores.
+    for t, ops, smoke in LATENCY_THREADS:
+        c.append(Cell("latency_%dT" % t, "latency", {"threads": t, "burst-mb": 64, "seed": 42},
+                      quick={"ops": ops}, full={"ops": ops}, smoke={"ops": smoke, "burst-mb": 8},
+                      what="%d threads replace random blocks of 16 B-32 KiB (64 live each), one free+malloc "
+                      "clocked; one more thread allocates and frees 64 MiB bursts" % t, group="latency"))
     return c
 
+
+# threads, operations per worker of a measured run, of a smoke run (well under a second).
+LATENCY_THREADS = [(4, "10M", "20k"), (16, "2500k", "5000"), (64, "625k", "1250")]
 
 # scenario, arguments of a measured run (the program's defaults, written out), smoke
 # arguments (well under a second), what it is.
@@ -566,7 +609,7 @@ def summarize_records(cells, allocs, records):
             s = summarize([x["ops_per_sec"] for x in ok])
             s["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
             for key in ("rss_after_free_kb", "rss_idle_kb", "rss_trim_kb", "rss_burst_kb", "minflt", "csw",
-                        "rss_per_thread_kb") + POOL_KEYS:
+                        "rss_per_thread_kb", "rss_after_idle_kb") + POOL_KEYS:
                 vals = [x[key] for x in ok if key in x]
                 if vals:
                     s[key] = statistics.median(vals)
@@ -728,6 +771,22 @@ def markdown_tables(cells, allocs, summary, meta):
             s = rows[a]
             L.append("| %s | %s | %s | %s | %s |" % (a, fmt_mib(s["peak_rss_kb"]), fmt_mib(s.get("rss_after_free_kb")),
                                                       fmt_mib(s.get("rss_idle_kb")), fmt_mib(s.get("rss_trim_kb"))))
+    hws = [c for c in cells if c.prog == "huge_ws"]
+    if hws:
+        idle = (meta.get("cells", {}).get(hws[0].name, {}).get("args") or [])
+        idle = [x.split("=", 1)[1] for x in idle if x.startswith("--idle-ms=")]
+        L.append("")
+        L.append("### Huge buffers freed, then idle (`%s`, MiB, median)" % hws[0].name)
+        L.append("")
+        L.append("| allocator | peak | after every buffer freed | after %s idle | minor faults |"
+                 % (idle[0] + " ms" if idle else "the"))
+        L.append("|---|---:|---:|---:|---:|")
+        rows = summary[hws[0].name]
+        for a in names:
+            s = rows[a]
+            L.append("| %s | %s | %s | %s | %s |" % (a, fmt_mib(s["peak_rss_kb"]), fmt_mib(s.get("rss_after_free_kb")),
+                                                      fmt_mib(s.get("rss_after_idle_kb")),
+                                                      "-" if s.get("minflt") is None else "%.0f" % s["minflt"]))
     L += pool_table(cells, allocs, summary)
     rss = [c for c in cells if c.prog == "thread_rss"]
     if rss:
@@ -884,7 +943,8 @@ def draw_chart(path, cells, allocs, summary, meta, plt):
 
 def chart_from_dir(out_dir, log=print, install=True):
     """Draws chart.png from a results folder's summary.json (also used by the fallback that
-    runs Debian's /usr/bin/python3 with python3-matplotlib)."""
+    runs Debian's /usr/bin/python3 with python3-matplotlib): the throughput chart, or for
+    --mode latency the percentile chart."""
     with open(os.path.join(out_dir, "summary.json")) as f:
         data = json.load(f)
     cells = [c for c in CELLS if c.name in data["summary"]]
@@ -892,13 +952,16 @@ def chart_from_dir(out_dir, log=print, install=True):
     plt = get_pyplot(install=install, log=log)
     if plt is None:
         return False
-    draw_chart(os.path.join(out_dir, "chart.png"), cells, allocs, data["summary"], data["meta"], plt)
+    draw = draw_latency_chart if data["meta"].get("mode") == "latency" else draw_chart
+    draw(os.path.join(out_dir, "chart.png"), cells, allocs, data["summary"], data["meta"], plt)
     return True
 
 
-def make_chart(out_dir, log=print):
+def make_chart(out_dir, log=print, install=True):
+    """chart.png in out_dir; True if drawn. install=False: never pip-install or apt-get
+    matplotlib, only use this Python's or Debian's /usr/bin/python3's."""
     try:
-        if chart_from_dir(out_dir, log=log):
+        if chart_from_dir(out_dir, log=log, install=install):
             return True
     except Exception as e:  # a chart failure must not lose the results
         log("chart: matplotlib failed: %s" % e)
@@ -907,7 +970,7 @@ def make_chart(out_dir, log=print):
     syspy = "/usr/bin/python3"
     if os.path.exists(syspy) and os.path.realpath(syspy) != os.path.realpath(sys.executable):
         probe = subprocess.run([syspy, "-c", "import matplotlib"], capture_output=True)
-        if probe.returncode != 0 and os.geteuid() == 0 and shutil.which("apt-get"):
+        if probe.returncode != 0 and install and os.geteuid() == 0 and shutil.which("apt-get"):
             log("trying: apt-get install -y python3-matplotlib")
             subprocess.run(["apt-get", "install", "-y", "-q", "python3-matplotlib"], capture_output=True)
         p = subprocess.run([syspy, os.path.abspath(__file__), "--chart-from", out_dir, "--no-install"],
@@ -1588,24 +1651,30 @@ def trace_pictures(cells, build_dir, binary, log=print, trace_ms=20):
     return made
 
 
-def publish_phases_doc(table, log=print):
-    """Puts the table between the markers of docs/PHASES.md."""
+def publish_doc_table(doc_path, begin, end, table, log=print):
+    """Puts the table between the markers begin and end of a document."""
+    name = _rel(doc_path)
     try:
-        with open(PHASES_DOC) as f:
+        with open(doc_path) as f:
             doc = f.read()
     except OSError:
-        log("docs/PHASES.md not found: the table is only in bench/published/phases.md")
+        log("%s not found: the table is only in bench/published/" % name)
         return
-    if DOC_BEGIN not in doc or DOC_END not in doc:
-        log("docs/PHASES.md has no table markers; left alone")
+    if begin not in doc or end not in doc:
+        log("%s has no table markers; left alone" % name)
         return
-    head, rest = doc.split(DOC_BEGIN, 1)
-    _, tail = rest.split(DOC_END, 1)
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
     # the table's own headings go one level down in the document
     body = re.sub(r"^### ", "#### ", table, flags=re.M)
-    with open(PHASES_DOC, "w") as f:
-        f.write(head + DOC_BEGIN + "\n\n" + body + "\n" + DOC_END + tail)
-    log("published %s" % _rel(PHASES_DOC))
+    with open(doc_path, "w") as f:
+        f.write(head + begin + "\n\n" + body + "\n" + end + tail)
+    log("published %s" % name)
+
+
+def publish_phases_doc(table, log=print):
+    """Puts the table between the markers of docs/PHASES.md."""
+    publish_doc_table(PHASES_DOC, DOC_BEGIN, DOC_END, table, log=log)
 
 
 def main_phases(args, argv):
@@ -1674,6 +1743,245 @@ def main_phases(args, argv):
     return 0
 
 
+# ---- latency: percentiles of one free+malloc under a burst of frees -----------------------------
+#
+# --mode latency runs the latency group (bench/latency.c) under glibc, hakmem and the peers,
+# interleaved as run_matrix does (each round runs every allocator once, the order rotated),
+# and takes per cell and allocator the median over the rounds of each percentile the program
+# reports. A table per cell, a chart (one panel per cell: latency against the percentile),
+# runs.csv (every run's fields, the percentiles in the extra column) and summary.json.
+
+LATENCY_PCTS = [("p50_ns", "p50", 50.0), ("p90_ns", "p90", 90.0), ("p99_ns", "p99", 99.0),
+                ("p999_ns", "p99.9", 99.9), ("p9999_ns", "p99.99", 99.99)]
+LATENCY_KEYS = [k for k, _, _ in LATENCY_PCTS] + ["max_ns", "mean_ns"]
+LATENCY_DOC = os.path.join(REPO, "docs", "BENCHMARKS.md")
+LATENCY_IMG = os.path.join(REPO, "docs", "img", "latency.png")
+LATENCY_BEGIN = "<!-- latency table: written by bench/run.py --mode latency --publish -->"
+LATENCY_END = "<!-- end of the latency table -->"
+ALLOC_COLORS = {"hakmem": "#d62728", "hakmem-pgo": "#9467bd", "mimalloc": "#1f77b4", "jemalloc": "#2ca02c",
+                "tcmalloc": "#ff7f0e", "glibc": "#7f7f7f", "snmalloc": "#8c564b", "mimalloc3": "#17becf"}
+
+
+def summarize_latency(cells, allocs, records):
+    """Per cell and allocator: summarize() of every percentile, the maximum, the mean and the
+    throughput over the runs; the median of bursts; the clock; failures."""
+    out = {}
+    for cell in cells:
+        rows = {}
+        for a in allocs:
+            recs = [r for r in records if r["cell"] == cell.name and r["allocator"] == a]
+            ok = [r["result"] for r in recs if r["result"]]
+            fails = [r for r in recs if not r["result"]]
+            row = {k: summarize([x[k] for x in ok if k in x]) for k in LATENCY_KEYS + ["ops_per_sec"]}
+            bursts = [x["bursts"] for x in ok if "bursts" in x]
+            row["bursts"] = statistics.median(bursts) if bursts else None
+            row["clock"] = sorted({str(x.get("clock")) for x in ok if "clock" in x})
+            row["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
+            row["failures"] = len(fails)
+            row["first_failure"] = ({"error": fails[0]["error"], "cmd": fails[0]["cmd"]} if fails else None)
+            rows[a] = row
+        out[cell.name] = rows
+    return out
+
+
+def fmt_ns(v):
+    """A latency in ns, in ns, µs or ms with three significant digits at most."""
+    if v is None:
+        return "-"
+    if v < 1000:
+        return "%.0f ns" % v
+    if v < 1e6:
+        return ("%.3g µs" % (v / 1e3)) if v < 1e5 else "%.0f µs" % (v / 1e3)
+    return ("%.3g ms" % (v / 1e6)) if v < 1e8 else "%.0f ms" % (v / 1e6)
+
+
+def latency_markdown(cells, allocs, summary, meta):
+    names = list(allocs)
+    L = ["Machine: %s" % machine_line(meta["machine"]), ""]
+    busy = meta["machine"].get("loadavg_max")
+    cores = meta["machine"].get("cores_usable") or meta["machine"].get("cores") or 1
+    if busy is not None and busy > 1.5 * cores:
+        L += ["**The machine was busy during this run** (1-minute load average up to %s on %s cores): "
+              "other work's time slices land in the tails." % (busy, cores), ""]
+    L += ["Command: `%s` (%d interleaved runs per cell and allocator%s)" % (
+        meta["command"], meta["runs"], ", smoke arguments" if meta.get("smoke") else ""), "",
+          "The time of one free + malloc pair (lower is better), each figure the median over the runs "
+          "of that run's percentile; *p99.99 range*: its lowest and highest run. *bursts*: %s MiB bursts "
+          "the burst thread freed while the workers ran (median). With more threads than cores the "
+          "tails also hold time slices of the scheduler, the same for every allocator." % _burst_mb(meta, cells), ""]
+    for cell in cells:
+        rows = summary[cell.name]
+        L += ["### %s" % cell.name, "", "%s — `%s`" % (cell.what, " ".join(meta["cells"][cell.name]["args"])), ""]
+        head = ["allocator"] + [label for _, label, _ in LATENCY_PCTS] + ["max", "mean", "p99.99 range",
+                                                                         "Mops/s", "bursts"]
+        L.append("| " + " | ".join(head) + " |")
+        L.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+        best = {}
+        for key in LATENCY_KEYS:
+            vals = [rows[a][key]["median"] for a in names if rows[a][key]["median"] is not None]
+            if vals:
+                best[key] = min(vals)
+        for a in names:
+            r = rows[a]
+            if r["ops_per_sec"]["median"] is None:
+                L.append("| %s | %s |" % (a, " | ".join(["FAIL"] * (len(head) - 1))))
+                continue
+            cols = [a + (" [%d failed]" % r["failures"] if r["failures"] else "")]
+            for key in LATENCY_KEYS:
+                m = r[key]["median"]
+                txt = fmt_ns(m)
+                cols.append("**%s**" % txt if len(names) > 1 and m == best.get(key) else txt)
+            p = r["p9999_ns"]
+            cols.append("%s – %s" % (fmt_ns(p["min"]), fmt_ns(p["max"])) if p["n"] > 1 else "-")
+            cols.append("%.1f" % (r["ops_per_sec"]["median"] / 1e6))
+            cols.append("-" if r["bursts"] is None else "%.0f" % r["bursts"])
+            L.append("| " + " | ".join(cols) + " |")
+        L.append("")
+    fails = [(c.name, a, summary[c.name][a]["first_failure"]) for c in cells for a in names
+             if summary[c.name][a]["first_failure"]]
+    if fails:
+        L += ["### Failed runs", ""]
+        for cname, a, f in fails:
+            L.append("- %s under %s: %s — reproduce: `%s`" % (cname, a, f["error"], f["cmd"]))
+        L.append("")
+    clocks = sorted({c for cell in cells for a in names for c in summary[cell.name][a]["clock"]})
+    if clocks:
+        L += ["Clock: %s (bench/latency.c: rdtsc where the TSC is invariant, else clock_gettime; the "
+              "clock's own cost is subtracted)." % ", ".join(clocks), ""]
+    L.append("Allocators: " + ", ".join("%s (%s)" % (a, describe_allocator(a, meta)) for a in names) + ".")
+    for note in meta.get("notes") or []:
+        L += ["", "Not measured: " + note]
+    if meta.get("packages"):
+        L += ["", "Packages: " + ", ".join(meta["packages"][k] for k in sorted(meta["packages"]))]
+    return "\n".join(L) + "\n"
+
+
+def _burst_mb(meta, cells):
+    """The bursts' size in MiB, from the arguments the cells ran with ("?" if they differ)."""
+    sizes = set()
+    for c in cells:
+        for a in (meta.get("cells") or {}).get(c.name, {}).get("args", []):
+            if a.startswith("--burst-mb="):
+                sizes.add(a.split("=", 1)[1])
+    return sizes.pop() if len(sizes) == 1 else "?"
+
+
+def nines(pct):
+    """Where a percentile goes on the chart's x axis: -log10(1 - p), so 90, 99, 99.9 and
+    99.99 are evenly spaced (1, 2, 3, 4) and 50 is at 0.3."""
+    import math
+    return -math.log10(1.0 - pct / 100.0)
+
+
+def draw_latency_chart(path, cells, allocs, summary, meta, plt):
+    """One panel per cell: the median of each percentile against the percentile (log x, in
+    nines), latency on a log y axis, one line per allocator; the maximum as a separate mark."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+    names = list(allocs)
+    xs = [nines(p) for _, _, p in LATENCY_PCTS]
+    x_max = xs[-1] + 1.0
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells) + 0.6, 4.8), sharey=True, squeeze=False)
+    for ax, cell in zip(axes[0], cells):
+        rows = summary[cell.name]
+        for a in names:
+            r = rows.get(a) or {}
+            ys = [(r.get(k) or {}).get("median") for k, _, _ in LATENCY_PCTS]
+            pts = [(x, y) for x, y in zip(xs, ys) if y]
+            if not pts:
+                continue
+            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3.5,
+                            linewidth=1.4, label=a, color=ALLOC_COLORS.get(a))
+            mx = (r.get("max_ns") or {}).get("median")
+            if mx:
+                ax.plot([pts[-1][0], x_max], [pts[-1][1], mx], linestyle=":", linewidth=0.9,
+                        color=line.get_color())
+                ax.plot([x_max], [mx], marker="v", markersize=5, linestyle="none", color=line.get_color())
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, numticks=12))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_ns(v).replace(" ", "\u2009")))
+        ax.set_xticks(xs + [x_max])
+        ax.set_xticklabels([label.lstrip("p") for _, label, _ in LATENCY_PCTS] + ["max"], fontsize=8)
+        ax.set_xlim(xs[0] - 0.2, x_max + 0.3)
+        threads = cell.args.get("threads")
+        ax.set_title("%s threads + 1 burst thread" % threads if threads else cell.name, fontsize=10)
+        ax.set_xlabel("percentile (log scale of 1 - p)", fontsize=8)
+        ax.grid(which="major", alpha=0.3)
+        ax.grid(which="minor", axis="y", alpha=0.1)
+    axes[0][0].set_ylabel("one free + malloc (log scale); lower is better", fontsize=8)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("malloc+free latency while a thread allocates and frees %s MiB bursts "
+                 "(median of %d run%s per point)" % (_burst_mb(meta, cells), meta["runs"],
+                                                      "s" if meta["runs"] != 1 else ""), fontsize=11)
+    fig.text(0.01, 0.005, machine_line(meta["machine"]) + "\n" + meta["command"], fontsize=6.5,
+             va="bottom", ha="left")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main_latency(args, argv):
+    cells = select_cells(args.only, group="latency")
+    smoke = args.smoke
+    mode = "smoke" if smoke else "latency"
+    if args.list:
+        for c in cells:
+            print("%-14s %-8s %s    # %s" % (c.name, c.prog, " ".join(c.argv(mode)), c.what))
+        return 0
+    if not cells:
+        raise SystemExit("no latency cell matches %s" % args.only)
+    conf = MODES["latency"]
+    runs = args.runs or (1 if smoke else conf["runs"])
+    timeout = args.timeout or (60 if smoke else conf["timeout"])
+    wanted = args.allocators.split(",") if args.allocators else None
+    allocs, notes = detect_allocators(build_dir_path(args.build), args.libdir, wanted)
+    for n in notes:
+        print("note: " + n)
+    if args.no_build:
+        binaries = {"latency": os.path.join(build_dir_path(args.build), "bench", "latency")}
+    else:
+        binaries = build_programs(args.build, ["latency"])
+    command = "python3 bench/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    if os.environ.get("BENCH_MAKE_TARGET"):
+        command = os.environ["BENCH_MAKE_TARGET"]
+    out_dir = new_results_dir(args.results, "latency")
+    meta = {"mode": "latency", "smoke": smoke, "runs": runs, "command": command, "machine": machine_info(),
+            "notes": notes, "allocators": dict(allocs), "packages": package_versions(),
+            "cells": {c.name: {"prog": c.prog, "args": c.argv(mode), "what": c.what} for c in cells}}
+    snapshot_builds(allocs, out_dir, meta)
+    print("machine: " + machine_line(meta["machine"]))
+    print("allocators: " + ", ".join(allocs) + "; %d runs per cell, interleaved" % runs)
+    loads = []
+    records = run_matrix(cells, allocs, binaries, mode, runs, timeout, False, extra_rounds=0,
+                         load_samples=loads)
+    if loads:
+        meta["machine"]["loadavg_max"] = round(max(loads), 2)
+    summary = summarize_latency(cells, allocs, records)
+    md = latency_markdown(cells, allocs, summary, meta)
+    write_csv(os.path.join(out_dir, "runs.csv"), records)
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump({"meta": meta, "summary": summary, "runs": records}, f, indent=1)
+    with open(os.path.join(out_dir, "table.md"), "w") as f:
+        f.write(md)
+    chart = False
+    if not args.no_chart:
+        chart = make_chart(out_dir, install=not args.no_install)
+    print()
+    print(md)
+    latest = copy_latest(out_dir, args.results, "latency")
+    print("results: %s (copied to %s)" % (_rel(out_dir), _rel(latest)))
+    if args.publish:
+        if smoke:
+            raise SystemExit("--publish with --smoke: the published table is of measured runs")
+        publish(out_dir, "latency", chart=False)
+        if chart:
+            os.makedirs(os.path.dirname(LATENCY_IMG), exist_ok=True)
+            shutil.copyfile(os.path.join(out_dir, "chart.png"), LATENCY_IMG)
+            print("published %s" % _rel(LATENCY_IMG))
+        picture = "![malloc+free latency under bursts of frees](img/latency.png)\n\n" if chart else ""
+        publish_doc_table(LATENCY_DOC, LATENCY_BEGIN, LATENCY_END, picture + md)
+    return 0
+
+
 # ---- output folders --------------------------------------------------------------------------
 
 def new_results_dir(base, mode):
@@ -1693,15 +2001,16 @@ def copy_latest(out_dir, base, mode):
     return latest
 
 
-def publish(out_dir, mode, log=print):
-    """Copies the table and chart into bench/published/, which is committed for the docs."""
+def publish(out_dir, mode, log=print, chart=True):
+    """Copies the table and chart into bench/published/, which is committed for the docs
+    (chart=False: not the chart, which the caller puts elsewhere)."""
     dest = os.path.join(REPO, "bench", "published")
     os.makedirs(dest, exist_ok=True)
     for src, name in (("table.md", "%s.md" % mode), ("chart.png", "%s.png" % mode),
                       ("summary.json", "%s.json" % mode), ("instr.md", "%s.md" % mode),
                       ("instr.json", "%s.json" % mode)):
         p = os.path.join(out_dir, src)
-        if not os.path.exists(p):
+        if not os.path.exists(p) or (src == "chart.png" and not chart):
             continue
         if src == "summary.json":
             # The committed copy keeps the summary and the machine, not every run (runs.csv
@@ -1716,9 +2025,28 @@ def publish(out_dir, mode, log=print):
         log("published %s" % os.path.relpath(os.path.join(dest, name), REPO))
 
 
+def snapshot_builds(allocs, out_dir, meta):
+    """Copies hakmem's libraries into the results folder and points allocs at the copies:
+    the library in build/ may be rebuilt while the runs go on. Records source and sha256 in
+    meta["snapshots"] (and meta["hakmem_source"], meta["hakmem_sha256"])."""
+    meta["snapshots"] = {}
+    for name in HAKMEM_BUILDS:
+        if not allocs.get(name):
+            continue
+        snap = os.path.join(out_dir, "lib%s.so" % name)
+        shutil.copyfile(allocs[name], snap)
+        meta["snapshots"][name] = {"source": allocs[name],
+                                   "sha256": hashlib.sha256(open(snap, "rb").read()).hexdigest()}
+        if name == "hakmem":
+            meta["hakmem_source"] = allocs[name]
+            meta["hakmem_sha256"] = meta["snapshots"][name]["sha256"]
+        allocs[name] = snap
+
+
 # ---- main ------------------------------------------------------------------------------------
 
 MODES = {"phases": {"runs": 3, "extra": 0, "timeout": 300, "warmup": False},
+         "latency": {"runs": 5, "extra": 0, "timeout": 300, "warmup": False},
          "quick": {"runs": 5, "extra": 4, "timeout": 120, "warmup": False},
          "full": {"runs": 10, "extra": 5, "timeout": 600, "warmup": True},
          "smoke": {"runs": 1, "extra": 0, "timeout": 60, "warmup": False},
@@ -1743,7 +2071,7 @@ def main(argv=None):
     ap.add_argument("--only", action="append", metavar="REGEX", help="run only cells matching (repeatable)")
     ap.add_argument("--allocators", help="comma-separated subset of %s (default: all present but %s)"
                     % (",".join(ALLOCATOR_ORDER), ",".join(VARIANTS)))
-    ap.add_argument("--runs", type=int, help="runs per cell (default 5 quick, 10 full)")
+    ap.add_argument("--runs", type=int, help="runs per cell (default 5 quick, 10 full, 3 phases, 5 latency)")
     ap.add_argument("--extra-rounds", type=int, help="more rounds for a noisy cell (default 4 quick, 5 full)")
     ap.add_argument("--cv-threshold", type=float, default=0.10, help="CV above which a cell is noisy (default 0.10)")
     ap.add_argument("--timeout", type=int, help="seconds before one run counts as failed")
@@ -1755,14 +2083,15 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="print the cells and their arguments, run nothing")
     ap.add_argument("--train", metavar="LIB", help="run every cell once in --mode under LD_PRELOAD=LIB and "
                     "write no results (make pgo's training run; the exit status says whether all passed)")
-    ap.add_argument("--smoke", action="store_true", help="--mode phases: the short smoke arguments, 1 run")
+    ap.add_argument("--smoke", action="store_true", help="--mode phases or latency: the short smoke arguments, 1 run")
     ap.add_argument("--settings", help="--mode phases: comma-separated subset of the settings "
                     "(hakmem, 'hakmem learn=off', ..., 'hakmem off+tuned', glibc, the peers)")
     ap.add_argument("--pictures", action="store_true", help="--mode phases: only redraw docs/img/phases-*.png "
                     "(hakmem run --trace, default options), no table")
     ap.add_argument("--tuned", default=TUNED_FILE, help="--mode phases: the tuned options (default bench/phases_tuned.json)")
     ap.add_argument("--chart-from", metavar="DIR", help=argparse.SUPPRESS)
-    ap.add_argument("--no-install", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-install", action="store_true", help="never install matplotlib for the chart "
+                    "(pip --user, apt-get); use this Python's or /usr/bin/python3's")
     args = ap.parse_args(argv)
 
     if args.chart_from:
@@ -1773,8 +2102,12 @@ def main(argv=None):
         if args.train or args.smoke or args.settings or args.pictures:
             raise SystemExit("--mode count takes --only, --build, --no-build, --timeout and --list")
         return main_count(args, argv)
-    if args.smoke or args.settings or args.pictures:
-        raise SystemExit("--smoke, --settings and --pictures go with --mode phases")
+    if args.settings or args.pictures:
+        raise SystemExit("--settings and --pictures go with --mode phases")
+    if args.mode == "latency":
+        return main_latency(args, argv)
+    if args.smoke:
+        raise SystemExit("--smoke goes with --mode phases or --mode latency")
 
     instr = args.mode == "instr"
     cells = select_cells(args.only, instr=instr)
@@ -1826,19 +2159,7 @@ def main(argv=None):
           "allocators: " + ", ".join(allocs) + "; callgrind instruction counts")
 
     out_dir = new_results_dir(args.results, args.mode)
-    meta["snapshots"] = {}
-    for name in HAKMEM_BUILDS:
-        if not allocs.get(name):
-            continue
-        # Measure a snapshot: the library in build/ may be rebuilt while the runs go on.
-        snap = os.path.join(out_dir, "lib%s.so" % name)
-        shutil.copyfile(allocs[name], snap)
-        meta["snapshots"][name] = {"source": allocs[name],
-                                   "sha256": hashlib.sha256(open(snap, "rb").read()).hexdigest()}
-        if name == "hakmem":
-            meta["hakmem_source"] = allocs[name]
-            meta["hakmem_sha256"] = meta["snapshots"][name]["sha256"]
-        allocs[name] = snap
+    snapshot_builds(allocs, out_dir, meta)
     if instr:
         res = run_instr(cells, allocs, binaries, timeout)
         md = instr_markdown(cells, allocs, res, meta)
@@ -1870,7 +2191,7 @@ def main(argv=None):
         with open(os.path.join(out_dir, "table.md"), "w") as f:
             f.write(md)
         if not args.no_chart:
-            make_chart(out_dir)
+            make_chart(out_dir, install=not args.no_install)
     print()
     print(md)
     latest = copy_latest(out_dir, args.results, args.mode)

@@ -237,7 +237,8 @@ def test_cells_are_consistent():
                  "tiny_hot_16", "tiny_hot_64", "fixed_size_256", "larson_1T", "larson_2T",
                  "larson_4T", "mid_large_mt_1T", "mid_large_mt_2T", "mid_large_mt_4T", "pool",
                  "xthread", "large", "memory", "thread_churn", "glibc_simple_25",
-                 "glibc_simple_1600", "shared_mt_4T", "shared_mt_8T"):
+                 "glibc_simple_1600", "shared_mt_4T", "shared_mt_8T", "prodcons_1", "prodcons_16",
+                 "prodcons_500", "exchange_2T", "exchange_4T", "huge_ws"):
         assert want in names
 
 
@@ -248,7 +249,7 @@ def test_bench_mk_builds_every_program():
     progs = set(m.group(1).replace("\\\n", " ").split())
     assert set(run.PROGRAMS) <= progs
     for target in ("bench:", "bench-full:", "bench-peers:", "bench-instr:", "bench-phases:",
-                   "bench-phases-grid:"):
+                   "bench-phases-grid:", "bench-latency:"):
         assert re.search(r"^" + re.escape(target), text, re.M), target
 
 
@@ -633,3 +634,106 @@ def test_tuned_file_names_real_options():
         for k, v in env.items():
             assert k in opts, k
             assert opts[k].lo <= int(v) <= opts[k].hi, (k, v)
+
+
+# ---- the latency group (--mode latency) ---------------------------------------------------------
+
+def test_latency_cells():
+    lat = run.select_cells(None, group="latency")
+    assert [c.name for c in lat] == ["latency_4T", "latency_16T", "latency_64T"]
+    assert not set(c.name for c in lat) & {c.name for c in run.select_cells(None)}, "latency cells in quick"
+    for c, t in zip(lat, (4, 16, 64)):
+        assert c.prog == "latency" and c.group == "latency"
+        assert "--threads=%d" % t in c.argv("latency") and "--threads=%d" % t in c.argv("smoke")
+        assert "--burst-mb=64" in c.argv("latency")
+        assert c.argv("latency") != c.argv("smoke")
+    assert [c.name for c in run.select_cells(["64T"], group="latency")] == ["latency_64T"]
+    with pytest.raises(SystemExit):
+        run.main(["--mode", "quick", "--smoke"])
+
+
+def test_fmt_ns_and_nines():
+    assert run.fmt_ns(None) == "-"
+    assert run.fmt_ns(14) == "14 ns"
+    assert run.fmt_ns(2650) == "2.65 µs"
+    assert run.fmt_ns(123456) == "123 µs"
+    assert run.fmt_ns(6800000) == "6.8 ms"
+    assert run.fmt_ns(380104089) == "380 ms"
+    assert [round(run.nines(p), 6) for p in (90, 99, 99.9, 99.99)] == [1, 2, 3, 4]
+
+
+def _lat_record(cell, alloc, r, p50, p9999, **extra):
+    res = {"bench": "latency", "threads": 4, "ops": 80000, "seconds": 0.01, "ops_per_sec": 8e6,
+           "peak_rss_kb": 20000, "p50_ns": p50, "p90_ns": p50 * 2, "p99_ns": p50 * 10, "p999_ns": p50 * 100,
+           "p9999_ns": p9999, "max_ns": p9999 * 10, "mean_ns": p50 * 1.5, "clock": "tsc", "bursts": 3}
+    res.update(extra)
+    return {"cell": cell, "allocator": alloc, "run": r, "rc": 0, "result": res, "error": None, "cmd": "x"}
+
+
+def _latency_summary():
+    cells = [c for c in run.select_cells(None, group="latency") if c.name == "latency_4T"]
+    allocs = {"glibc": None, "hakmem": "/h.so"}
+    recs = []
+    for r, (g, h) in enumerate([(5000, 3000), (7000, 2000), (6000, 90000)]):
+        recs.append(_lat_record("latency_4T", "glibc", r, 15, g))
+        recs.append(_lat_record("latency_4T", "hakmem", r, 11, h, bursts=r))
+    recs.append(_fail("latency_4T", "hakmem", 3))
+    s = run.summarize_latency(cells, allocs, recs)
+    meta = {"machine": {"cpu": "cpu", "cores": 2, "kernel": "6", "glibc": "glibc 2.36", "date_utc": "now"},
+            "command": "make bench-latency", "runs": 3, "allocators": allocs, "packages": {},
+            "cells": {"latency_4T": {"args": ["--threads=4", "--burst-mb=64", "--ops=10M"]}}}
+    return cells, allocs, s, meta
+
+
+def test_latency_summary_and_markdown():
+    cells, allocs, s, meta = _latency_summary()
+    h = s["latency_4T"]["hakmem"]
+    assert h["p9999_ns"]["median"] == 3000 and h["p9999_ns"]["min"] == 2000 and h["p9999_ns"]["max"] == 90000
+    assert h["p50_ns"]["median"] == 11 and h["max_ns"]["median"] == 30000 and h["bursts"] == 1
+    assert h["failures"] == 1 and h["clock"] == ["tsc"]
+    assert s["latency_4T"]["glibc"]["p9999_ns"]["median"] == 6000
+    md = run.latency_markdown(cells, allocs, s, meta)
+    assert "### latency_4T" in md and "make bench-latency" in md and "64 MiB bursts" in md
+    assert "| glibc | 15 ns | 30 ns | 150 ns | 1.5 µs | 6 µs | 60 µs | 22 ns | 5 µs – 7 µs | 8.0 | 3 |" in md
+    assert "| hakmem [1 failed] | **11 ns** | **22 ns** | **110 ns** | **1.1 µs** | **3 µs** | **30 µs** |" in md
+    assert "Failed runs" in md and "Clock: tsc" in md
+
+
+def test_latency_chart(tmp_path):
+    """The percentile chart, where some Python here has matplotlib: drawn from a results
+    folder's JSON, as the runner's fallback to /usr/bin/python3 does."""
+    import json
+    import shutil
+    import sys
+    _, _, s, meta = _latency_summary()
+    meta["mode"] = "latency"
+    (tmp_path / "summary.json").write_text(json.dumps({"meta": meta, "summary": s}))
+    for py in (sys.executable, "/usr/bin/python3"):
+        if shutil.which(py) and subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+            break
+    else:
+        pytest.skip("no Python here has matplotlib")
+    p = subprocess.run([py, os.path.join(ROOT, "bench", "run.py"), "--chart-from", str(tmp_path), "--no-install"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (tmp_path / "chart.png").stat().st_size > 10000
+
+
+def test_publish_doc_table(tmp_path):
+    """--publish puts a table between a document's markers, its headings one level down, and
+    leaves a document without markers alone."""
+    doc = tmp_path / "doc.md"
+    doc.write_text("# T\n\nbefore\n\n%s\n\nFigures: run make bench-latency\n\n%s\n\nafter\n"
+                   % (run.LATENCY_BEGIN, run.LATENCY_END))
+    run.publish_doc_table(str(doc), run.LATENCY_BEGIN, run.LATENCY_END, "### latency_4T\n\n| a |\n",
+                          log=lambda *a: None)
+    text = doc.read_text()
+    assert "Figures: run" not in text and "#### latency_4T\n\n| a |" in text
+    assert text.startswith("# T\n\nbefore\n\n") and text.endswith(run.LATENCY_END + "\n\nafter\n")
+    plain = tmp_path / "plain.md"
+    plain.write_text("no markers\n")
+    run.publish_doc_table(str(plain), run.LATENCY_BEGIN, run.LATENCY_END, "x", log=lambda *a: None)
+    assert plain.read_text() == "no markers\n"
+    with open(os.path.join(ROOT, "docs", "BENCHMARKS.md")) as f:
+        bench_doc = f.read()
+    assert run.LATENCY_BEGIN in bench_doc and run.LATENCY_END in bench_doc

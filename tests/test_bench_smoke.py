@@ -38,7 +38,9 @@ EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_
                   "mid_large_mt_2T": 2, "mid_large_mt_4T": 4, "xthread": 2, "pool_scale_1T": 1,
                   "pool_scale_16T": 16, "pool_scale_64T": 64,
                   "huge_loop_1T": 1, "huge_loop_2T": 2, "glibc_simple_25": 1,
-                  "glibc_simple_1600": 1, "shared_mt_4T": 4, "shared_mt_8T": 8, "thread_rss_1": 70, "thread_rss_16": 70}
+                  "glibc_simple_1600": 1, "shared_mt_4T": 4, "shared_mt_8T": 8, "thread_rss_1": 70, "thread_rss_16": 70,
+                  "prodcons_1": 2, "prodcons_16": 2, "prodcons_500": 2, "exchange_2T": 2, "exchange_4T": 4,
+                  "exchange_8T": 8, "huge_ws": 1, "latency_4T": 4, "latency_16T": 16, "latency_64T": 64}
 
 
 @pytest.mark.parametrize("allocator", ["hakmem", "glibc"])
@@ -71,9 +73,26 @@ def test_workload_smoke(binaries, cell, allocator):
     if cell.prog == "shared_mt":
         # a few blocks, not most, are freed by a thread that did not allocate them
         assert 0 < r["remote_pct"] < 10
+    if cell.prog == "prodcons":
+        assert r["batch"] == cell.args["batch"] and r["ring"] >= 4 * r["batch"] and r["sleeps"] >= 0
+    if cell.prog == "exchange":
+        # the array starts empty, every swap after the first into a slot frees a block, and
+        # at least the blocks one thread finds from another are remote
+        assert 0 < r["remote_pct"] <= 100 and 0 < r["left"] <= r["slots"]
+    if cell.prog == "huge_ws":
+        # about page faults and the memory given back: all of it on the line
+        assert r["minflt"] > 0 and r["live_max_kb"] > 0
+        assert r["rss_after_free_kb"] > 0 and r["rss_after_idle_kb"] > 0
     if cell.prog == "phases":
         assert r["scenario"] == cell.name[len("phases_"):]
         assert r["rss_end_kb"] > 0 and r["minflt"] > 0
+    if cell.prog == "latency":
+        # every worker's every operation is in the histogram, and the percentiles are ordered
+        per = int(dict(a[2:].split("=", 1) for a in cell.argv("smoke"))["ops"].replace("k", "000"))
+        assert r["ops"] == r["threads"] * per
+        assert 0 <= r["p50_ns"] <= r["p90_ns"] <= r["p99_ns"] <= r["p999_ns"] <= r["p9999_ns"] <= r["max_ns"]
+        assert r["max_ns"] > 0 and r["mean_ns"] > 0 and r["bursts"] >= 0
+        assert r["clock"] in ("tsc", "monotonic") and r["clock_overhead_ns"] > 0
 
 
 def test_programs_reject_bad_arguments(binaries):
@@ -109,6 +128,32 @@ def test_runner_end_to_end(binaries, tmp_path):
         assert (latest / f).exists(), f
     table = (latest / "table.md").read_text()
     assert "| tiny_hot_64 |" in table and "hakmem ÷ glibc" in table
+
+
+def test_latency_runner_end_to_end(binaries, tmp_path):
+    """--mode latency --smoke writes a table per cell with the percentiles, the JSON with their
+    medians, and runs.csv with every run's percentiles."""
+    if SYSTEM_MODE:
+        pytest.skip("HAKMEM_TEST_SYSTEM=1: the runner's report compares hakmem with glibc")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--mode", "latency", "--smoke",
+                        "--build", BUILD, "--no-build", "--no-chart", "--allocators", "glibc,hakmem",
+                        "--only", "^latency_4T$", "--runs", "2", "--results", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    latest = tmp_path / "latest-latency"
+    for f in ("runs.csv", "summary.json", "table.md"):
+        assert (latest / f).exists(), f
+    table = (latest / "table.md").read_text()
+    for want in ("### latency_4T", "| allocator | p50 | p90 | p99 | p99.9 | p99.99 | max |", "| glibc |",
+                 "| hakmem |", "smoke arguments"):
+        assert want in table, want
+    import json
+    data = json.loads((latest / "summary.json").read_text())
+    assert set(data["summary"]) == {"latency_4T"} and data["meta"]["mode"] == "latency"
+    row = data["summary"]["latency_4T"]["hakmem"]
+    assert row["p9999_ns"]["n"] == 2 and row["p50_ns"]["median"] <= row["p9999_ns"]["median"]
+    runs = (latest / "runs.csv").read_text()
+    assert runs.count("p9999_ns=") == 4
 
 
 def test_phases_sampled_from_outside(binaries):

@@ -126,3 +126,52 @@ def test_state_stays_bounded_with_thousands_of_threads(learn):
     r = run_program("thread_churn", ["3000", "100", "96", "8"], timeout=180,
                     env={"HAKMEM_LEARN": learn})
     assert_checks_passed(r, "thread_churn")
+
+
+# ---- the BigCache's bound (issue 32: huge blocks the program keeps coming back for) -------
+
+BIG = re.compile(r"^(start|end|idle|after_free) (?:bigcache_mb|bigcache_mib)=(\d+)"
+                 r"(?: changes=(\d+) misses_second_half=(\d+) peak_live_mib=(\d+))?$", re.M)
+
+
+def huge_loop(learn, variant="preload", env=None, idle_ms=0):
+    """tests/api/learn_bigcache (20 live buffers of 5-25 MiB, one replaced per step) under
+    HAKMEM_LEARN=learn: its printed values by name."""
+    args = ["--idle-ms=%d" % idle_ms] if idle_ms else []
+    r = run_program("learn_bigcache", args, variant=variant, timeout=120,
+                    env=dict(env or {}, HAKMEM_LEARN=learn))
+    assert_checks_passed(r, "learn_bigcache")
+    got = {m.group(1): m for m in BIG.finditer(r.stdout)}
+    assert {"start", "end", "after_free"} <= set(got), r.stdout
+    end = got["end"]
+    return {"start": int(got["start"].group(2)), "end": int(end.group(2)),
+            "changes": int(end.group(3)), "misses": int(end.group(4)),
+            "peak": int(end.group(5)), "after_free": int(got["after_free"].group(2)),
+            "idle": int(got["idle"].group(2)) if "idle" in got else None}
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
+def test_bigcache_grows_for_reuse_within_the_peak_and_shrinks_when_it_stops(variant):
+    """balanced: the bound doubles on the evidence (a miss within a second of a mapping
+    large enough given back for the bound), stays within half the program's peak, and the
+    second half of the loop then misses the cache a few times at most where the fixed
+    bound misses dozens; the growth goes with the reuse (a second without huge requests)
+    and with the blocks (everything freed: no more than the start's bound held)."""
+    off = huge_loop("off", variant)
+    assert off["changes"] == 0 and off["end"] == off["start"], off
+    on = huge_loop("balanced", variant, idle_ms=1500)
+    assert on["start"] == off["start"] == 64, (on, off)
+    assert on["end"] > on["start"] and on["changes"] >= 1, on
+    assert on["end"] <= max(on["start"], on["peak"] // 2), on
+    assert off["misses"] >= 30 and on["misses"] * 4 <= off["misses"], (on, off)
+    assert on["idle"] == on["start"], on
+    assert on["after_free"] <= 2 * on["start"], on
+
+
+def test_bigcache_speed_keeps_it_memory_and_explicit_never_move_it():
+    speed = huge_loop("speed", idle_ms=1500)
+    assert speed["end"] > speed["start"] and speed["idle"] == speed["end"], speed
+    assert speed["after_free"] <= 2 * speed["start"], speed
+    for learn, env in (("memory", None), ("balanced", {"HAKMEM_BIGCACHE_MB": "64"})):
+        r = huge_loop(learn, env=env)
+        assert r["changes"] == 0 and r["end"] == r["start"] == 64, (learn, r)

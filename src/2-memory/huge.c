@@ -35,7 +35,12 @@
  * never to come again, does not push out what the cache holds). With
  * HAKMEM_BIGCACHE_MB=0 nothing is cached and no slack kept. Cached mappings are purged
  * once unused for the purge delay (by the purge thread, or the next huge call) and all
- * unmapped by malloc_trim; tests/api/huge_loop_rss.c checks the bound and both. */
+ * unmapped by malloc_trim; tests/api/huge_loop_rss.c checks the bound and both.
+ *
+ * The learning layer raises HAKMEM_BIGCACHE_MB for a program that keeps coming back for
+ * what the bound made hakmem give back (its signal: note_miss's regrets); the part it
+ * added counts only up to the live huge bytes (budget), so freeing the blocks takes the
+ * bound back to the start's at once, with no timer (tests/api/learn_bigcache.c). */
 #include "0-base/counters.h"
 #include "0-base/diag.h"
 #include "0-base/options.h"
@@ -58,6 +63,13 @@ static uint64_t window_start;
 /* The chunk-rounded lengths the last eight huge allocations needed (admission). */
 static size_t recent_need[HAK_HUGE_RECENT];
 static unsigned recent_next;
+/* Resident mappings (or tails) the bound made hakmem give back, and when: a request that
+ * misses within HAK_HUGE_REGRET_MS of one at least its size would have been served by it
+ * (the learning layer reads the sum as the sign that the bound is too small). */
+static struct { size_t len; uint32_t at; } dropped[HAK_HUGE_RECENT];
+static unsigned dropped_next;
+static _Atomic uint64_t regret_bytes, huge_allocs_seen;
+static _Atomic long learned_floor_mb = 1L << 40;   /* the bound before the learner moved it */
 
 /* Cached mappings due for purging leave the cache under the lock (cache_bytes still counts
  * them: they are held) and are purged after the unlock, then come back: no madvise runs
@@ -108,8 +120,12 @@ static size_t slack_of(const hak_huge_t *h) {
 /* The budget for held bytes (see the top of this file), under huge_lock; also moves the
  * live-peak window on. */
 static size_t budget(uint64_t now) {
-    size_t cap = (size_t)_hak_opt.bigcache_mb << 20;
+    size_t cap = (size_t)hak_opt_live(bigcache_mb) << 20;
     size_t live = relaxed_load(&live_bytes);
+    /* what the learning layer added goes as the live blocks go (a program that frees its
+     * working set keeps no more than the start's bound, timer or no timer) */
+    size_t floor = (size_t)relaxed_load(&learned_floor_mb) << 20;
+    if (cap > floor && cap - floor > live) cap = floor + live;
     uint64_t w = (uint64_t)hak_opt_live(purge_delay_ms);
     if (now - window_start >= w) {
         /* a window with no call in it saw no other value than the one live now */
@@ -122,10 +138,40 @@ static size_t budget(uint64_t now) {
     return cap + (recent < cap ? recent : cap);
 }
 
+/* Under huge_lock: a resident mapping or tail of len bytes leaves for the bound's sake. */
+static void note_dropped(size_t len, uint64_t now) {
+    dropped[dropped_next % HAK_HUGE_RECENT].len = len;
+    dropped[dropped_next++ % HAK_HUGE_RECENT].at = (uint32_t)now;
+}
+
+/* Under huge_lock: a request for maplen bytes that the cache could not serve whole. */
+static void note_miss(size_t maplen, uint64_t now) {
+    for (int i = 0; i < HAK_HUGE_RECENT; i++) {
+        if (dropped[i].len >= maplen && (uint32_t)now - dropped[i].at < HAK_HUGE_REGRET_MS) {
+            dropped[i].len = 0;                       /* (one regret per drop) */
+            relaxed_store(&regret_bytes, relaxed_load(&regret_bytes) + maplen);
+            return;
+        }
+    }
+}
+
+void _hak_huge_learned_floor(long mb) { relaxed_store(&learned_floor_mb, mb); }
+
+void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak) {
+    *regret = relaxed_load(&regret_bytes);
+    *allocs = relaxed_load(&huge_allocs_seen);
+    size_t live = relaxed_load(&live_bytes);
+    hak_lock(&huge_lock);
+    budget(_hak_now_ms());                            /* (moves the peak's window on) */
+    size_t peak = peak_cur > peak_prev ? peak_cur : peak_prev;
+    hak_unlock(&huge_lock);
+    *recent_peak = peak > live ? peak : live;
+}
+
 /* Whether a freed mapping of maplen bytes may enter the cache (see the top of the file). */
 static bool admit(size_t maplen, size_t limit) {
     if (maplen > limit) return false;
-    if (maplen <= ((size_t)_hak_opt.bigcache_mb << 20) / 4) return true;
+    if (maplen <= ((size_t)hak_opt_live(bigcache_mb) << 20) / 4) return true;
     if (cache_bytes + slack_bytes + maplen <= limit) return true;    /* pushes nothing out */
     int reused = 0;
     for (int i = 0; i < HAK_HUGE_RECENT; i++)
@@ -146,8 +192,8 @@ static void huge_unmap(hak_huge_t *h) {
  * mapping, whose every page faults on first touch, so a bigger mapping is taken whole and
  * its resident tail kept (as slack) — unless that would pass `limit`: then the tail past
  * the need is unmapped (after the lock is dropped: *tail, *tail_len). */
-static hak_huge_t *cache_take(size_t need, size_t malign, size_t limit, void **tail,
-                              size_t *tail_len) {
+static hak_huge_t *cache_take(size_t need, size_t malign, size_t limit, uint64_t now,
+                              void **tail, size_t *tail_len) {
     hak_huge_t **best = NULL;
     *tail = NULL;
     *tail_len = 0;
@@ -164,6 +210,7 @@ static hak_huge_t *cache_take(size_t need, size_t malign, size_t limit, void **t
     if (h->maplen > need && cache_bytes + slack_bytes + slack > limit) {
         *tail = (char *)h + need;
         *tail_len = h->maplen - need;
+        if (!h->purged) note_dropped(*tail_len, now);
         if (h->purged) HAK_STAT_SUB(huge_purged, *tail_len);
         HAK_STAT_SUB(huge_mapped, *tail_len);
         h->maplen = need;
@@ -306,8 +353,10 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     uint64_t now = _hak_now_ms();
     HAK_LOCK(&huge_lock, HUGE);
     recent_need[recent_next++ % HAK_HUGE_RECENT] = maplen;
-    hak_huge_t *h = cache_take(maplen, malign, budget(now), &tail, &tail_len);
+    hak_huge_t *h = cache_take(maplen, malign, budget(now), now, &tail, &tail_len);
     hak_huge_t *grow = h == NULL && malign == HAK_SS_SIZE ? cache_take_largest() : NULL;
+    relaxed_store(&huge_allocs_seen, relaxed_load(&huge_allocs_seen) + 1);
+    if (h == NULL) note_miss(maplen, now);
     if (cache != NULL) purge_cache_locked(false);
     huge_unlock();
     unmap_tail(tail, tail_len);
@@ -358,6 +407,7 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
     slack_bytes -= slack_of(h);
     size_t limit = budget(now);
     if (!admit(h->maplen, limit)) {
+        note_dropped(h->maplen, now);
         huge_unlock();
         huge_unmap(h);
         return;
@@ -374,6 +424,7 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
         hak_huge_t *old = *pp;
         *pp = old->next;
         cache_bytes -= old->maplen;
+        if (!old->purged) note_dropped(old->maplen, now);
         old->next = evict;
         evict = old;
     }
@@ -510,7 +561,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         uint64_t now = _hak_now_ms();
         HAK_LOCK(&huge_lock, HUGE);
         hak_huge_t *c = cache_take(chunks_for(HAK_HUGE_HDR, size), HAK_SS_SIZE, budget(now),
-                                   &tail, &tail_len);
+                                   now, &tail, &tail_len);
         huge_unlock();
         unmap_tail(tail, tail_len);
         if (c != NULL) {

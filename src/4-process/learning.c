@@ -23,6 +23,12 @@
  *       class that saw no slow path for a while goes home and back to its base at the
  *       owner's housekeeping (every 100 ms of its slow paths); under `memory` and
  *       `balanced` the free pages of that class's spans go back too.
+ *   bigcache_mb  A huge request that missed the BigCache within a second of a mapping
+ *       large enough being given back for its bound (huge.c counts these regrets) doubles
+ *       the bound, within half the recent peak of live huge bytes and the objective's
+ *       ceiling; a second without a huge request halves it back towards its start (not
+ *       under `speed`). `memory` keeps the option's value. The huge allocation path ticks
+ *       too: a program of huge blocks alone reaches no other slow path.
  *
  * The objectives are ranges for these: `speed` starts high and only goes higher (fewest
  * page faults and slow paths), `memory` starts low and only goes lower (least resident
@@ -36,6 +42,7 @@
 #include "0-base/learned_params.h"
 #include "0-base/options.h"
 #include "1-platform/os.h"
+#include "2-memory/huge.h"
 #include "2-memory/pool.h"
 #include "3-thread/cross_thread.h"
 #include "3-thread/heap.h"
@@ -43,17 +50,19 @@
 #include "4-process/learning.h"
 
 const hak_objective_t _hak_objectives[4] = {
-    [HAK_LEARN_SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20,       0, false,           0 },
-    [HAK_LEARN_BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10,   1 << 20, 2 << 20,  true, 256ull << 20 },
-    [HAK_LEARN_MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0,       0,  true,   UINT64_MAX },
+    [HAK_LEARN_SPEED]    = { 500, 1000, 10000,  32, 128, 1024, 100, 100, 400,         0,   1 << 20,       0, false,           0, 4096 },
+    [HAK_LEARN_BALANCED] = {  50,  100,  4000,   8,   8,  512,  12, 100, 400, 128 << 10,   1 << 20, 2 << 20,  true, 256ull << 20, 1024 },
+    [HAK_LEARN_MEMORY]   = {  20,   50,    50,   4,   8,    8,   6,  25, 100,  64 << 10,         0,       0,  true,   UINT64_MAX,    0 },
 };
 
 #define MIB ((uint64_t)1 << 20)
 
 static int mode;
 static const hak_objective_t *obj;
-static bool learn_delay, learn_cap;               /* not given explicitly */
-static int i_delay = -1, i_cap = -1;              /* in the table */
+static bool learn_delay, learn_cap, learn_big;    /* not given explicitly */
+static int i_delay = -1, i_cap = -1, i_big = -1;  /* in the table */
+static long big_start;                            /* bigcache_mb's value at the start */
+static uint64_t last_regret, last_huge_allocs, big_idle_since;
 static pthread_mutex_t tick_lock = HAK_LOCK_INIT;
 static _Atomic uint64_t next_tick_ms;
 static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below */
@@ -75,6 +84,11 @@ void _hak_learn_init(void) {
     i_cap = _hak_learned_add("dirty_max_mb", &_hak_opt.dirty_max_mb);
     if (learn_delay) _hak_learned_start(i_delay, obj->delay_start);
     if (learn_cap) _hak_learned_start(i_cap, obj->cap_start);
+    learn_big = obj->big_hi > 0 && !_hak_option_explicit(&_hak_opt.bigcache_mb) && _hak_opt.bigcache_mb > 0;
+    i_big = _hak_learned_add("bigcache_mb", &_hak_opt.bigcache_mb);
+    big_start = _hak_opt.bigcache_mb;
+    if (learn_big) _hak_huge_learned_floor(big_start);
+    big_idle_since = born_ms;
     if (!_hak_option_explicit(&_hak_opt.tcache_max)) {
         _hak_tcache_set_policy(obj->tc_floor, obj->tc_base, obj->tc_base_bytes, obj->tc_max,
                                    obj->tc_grow, obj->tc_heap_grow);
@@ -104,6 +118,33 @@ static void step(bool up, long want) {
     }
 }
 
+/* The BigCache's bound (huge.c), under tick_lock. A huge request that missed the cache
+ * within a second of a mapping at least its size given back for the bound's sake (the
+ * program came back for what it freed: regret) doubles the bound, within a ceiling of half
+ * the recent peak of live huge bytes (the budget adds at most as much again: held never
+ * passes that peak) and the objective's; no huge allocation for a second halves it, back
+ * towards its start, as the falling peak does by itself (speed keeps it, peak permitting). */
+static void bigcache_step(uint64_t now) {
+    uint64_t regret, allocs;
+    size_t peak;
+    _hak_huge_signals(&regret, &allocs, &peak);
+    long cur = _hak_opt.bigcache_mb, want = cur;
+    long ceiling = (long)(peak / 2 / MIB);
+    if (ceiling > obj->big_hi) ceiling = obj->big_hi;
+    if (ceiling < big_start) ceiling = big_start;
+    if (allocs != last_huge_allocs) big_idle_since = now;
+    if (regret - last_regret >= MIB) want = cur * 2;
+    else if (mode != HAK_LEARN_SPEED && now - big_idle_since >= HAK_REFAULT_WINDOW_MS) {
+        want = cur / 2;
+        big_idle_since = now;
+    }
+    last_regret = regret;
+    last_huge_allocs = allocs;
+    if (want > ceiling) want = ceiling;
+    if (want < big_start) want = big_start;
+    if (want != cur && !_hak_option_explicit(&_hak_opt.bigcache_mb)) _hak_learned_set(i_big, want);
+}
+
 /* The purge decision, at most every HAK_LEARN_TICK_MS, by whoever comes first. */
 void _hak_learn_tick(uint64_t now) {
     if (mode == HAK_LEARN_OFF || now < relaxed_load(&next_tick_ms)) return;
@@ -115,6 +156,7 @@ void _hak_learn_tick(uint64_t now) {
         uint64_t dp = purged - last_purged, dr = refaulted - last_refaulted;
         last_purged = purged;
         last_refaulted = refaulted;
+        if (learn_big) bigcache_step(now);
         if (dr >= MIB) {                              /* purged, and wanted back */
             pending = 0;
             /* keep more where refaults cost the objective enough: what came back within the

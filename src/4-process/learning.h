@@ -13,6 +13,7 @@ typedef struct {
     size_t tc_heap_grow;                         /* a heap's classes past theirs within this */
     bool pages;                                  /* housekeeping gives pages back */
     uint64_t up_rate;                            /* refaulted bytes a second worth keeping more */
+    long big_hi;                                 /* BigCache bound's ceiling, MiB (0: fixed) */
 } hak_objective_t;
 extern const hak_objective_t _hak_objectives[4];
 #define HAK_LEARN_TICK_MS 100     /* the purge rule looks this often */

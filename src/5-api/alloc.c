@@ -11,6 +11,7 @@
 #include "0-base/counters.h"
 #include "0-base/diag.h"
 #include "0-base/options.h"
+#include "1-platform/os.h"
 #include "2-memory/checked.h"
 #include "2-memory/chunkmap.h"
 #include "2-memory/huge.h"
@@ -106,6 +107,7 @@ static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
         p = _hak_huge_alloc(n, align, zero);
     if (p == NULL) _hak_policy_out_of_memory(n);
     huge_sample(p, n);
+    _hak_learn_tick(_hak_now_ms());        /* (a program of huge blocks alone has no other) */
     return p;
 }
 
