@@ -161,7 +161,7 @@ void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak) 
     *regret = relaxed_load(&regret_bytes);
     *allocs = relaxed_load(&huge_allocs_seen);
     size_t live = relaxed_load(&live_bytes);
-    hak_lock(&huge_lock);
+    HAK_LOCK(&huge_lock, HUGE);
     budget(_hak_now_ms());                            /* (moves the peak's window on) */
     size_t peak = peak_cur > peak_prev ? peak_cur : peak_prev;
     hak_unlock(&huge_lock);
