@@ -28,7 +28,7 @@ CASES = {
     "use_after_free": ("write to freed memory", True),
     "double_free_remote": ("double free", True),
     "remote_double_free": ("double free", False),
-    "remote_double_free_cycle": ("free list damaged", False),
+    "remote_double_free_cycle": ("double free", False),   # (the freeing thread's batch)
     "uaf_first_words": ("write to freed memory", True),
     "uaf_flush": ("free list damaged", False),
     "uaf_remote": ("free list damaged", False),
@@ -39,7 +39,7 @@ CASES = {
 FUNC = {"realloc_interior": "realloc", "usable_interior": "malloc_usable_size",
         "use_after_free": "malloc"}
 # Found on a slow path rather than in a call of the program's: "hakmem: block 0x...: ..."
-FOUND = {"remote_double_free_cycle", "uaf_first_words", "uaf_flush", "uaf_remote",
+FOUND = {"uaf_first_words", "uaf_flush", "uaf_remote",
          "uaf_drain_kept", "double_free_home"}
 
 

@@ -49,3 +49,15 @@ def test_frees_while_the_owner_exits(variant):
     r = run_program("handoff_exit", ["3000"], variant=variant, timeout=120)
     assert_checks_passed(r, "handoff_exit")
     assert "hakmem:" not in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("variant", VARIANTS + ["debug"])
+def test_gathered_remote_frees_reach_their_owner(variant):
+    # Another thread's frees of main's blocks, fewer than a batch takes, stay gathered in its
+    # heap (the span stays in use through malloc_trim) and reach main's span at that
+    # thread's exit, at its next slow path, and in a forked child, where it no longer
+    # exists (src/2-memory/span.c, "Batches"); without the exit's or the child's flush the
+    # span stays in use and the program says so.
+    r = run_program("remote_batch", variant=variant, timeout=60)
+    assert_checks_passed(r, "remote_batch")
+    assert "held 1," in r.stdout, r.stdout

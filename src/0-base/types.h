@@ -250,6 +250,22 @@ typedef struct hak_bin_s {
     hak_span_t *full;              /* spans with every block out */
 } hak_bin_t;
 
+/* A thread's frees of other threads' blocks, gathered per span (span.c, "Batches") and
+ * pushed onto each span's remote list as one chain with one CAS. Owner-private. One slot
+ * per size class: an owner fills from one span of a class at a time. */
+#define HAK_RBATCH_SLOTS HAK_NCLASSES
+#define HAK_RBATCH_MAX 256                     /* blocks a batch holds at most ... */
+#define HAK_RBATCH_BYTES ((uint32_t)64 << 10)  /* ... and bytes (at least one block) */
+typedef struct hak_rbatch_s {
+    hak_span_t *span;                          /* NULL: the slot is free */
+    void *head, *tail;                         /* linked by their first words */
+    uint32_t left;                             /* blocks it takes before it goes out */
+} hak_rbatch_t;
+typedef struct hak_rbatches_s {
+    uint64_t used;                             /* slots holding a batch, a bit each */
+    hak_rbatch_t slot[HAK_RBATCH_SLOTS];
+} hak_rbatches_t;
+
 #define HAK_QUARANTINE 256                     /* blocks a thread holds back (secure) */
 #define HAK_QUARANTINE_BYTES ((size_t)4 << 20)  /* ... and at most this many bytes */
 
@@ -299,6 +315,7 @@ struct hak_heap_s {
     uint64_t sample_huge;
     uint64_t sample_rng;
     uint32_t sample_epoch;
+    hak_rbatches_t rb;                         /* this thread's remote frees, gathered */
 };
 
 #endif /* HAKMEM_TYPES_H */

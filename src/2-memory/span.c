@@ -512,6 +512,101 @@ FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked, const void *key
     return true;
 }
 
+/* ---- Batches ---------------------------------------------------------------------------
+ * A thread that frees many blocks of another thread's spans (a consumer of a producer's
+ * blocks) would pay a CAS on each span's remote line per block, and the owner collecting
+ * meanwhile moves that line back and forth. Instead each thread gathers its remote frees
+ * per span, in a table of its heap with a slot per size class (an owner fills from one
+ * span of a class at a time; a block of another span of the class flushes the slot): a free into the slot's span is a push onto a private list, with
+ * push_remote's double-free check and one more (batch_freed_twice); the batch goes onto the span's list as one chain, one CAS,
+ * when it holds HAK_RBATCH_MAX blocks or HAK_RBATCH_BYTES, when its slot is wanted by
+ * another span, and on the thread's slow paths (refill and flush), at its exit and in a
+ * forked child (_hak_span_batches_flush). The owner's collection is unchanged: one
+ * exchange takes every chain pushed, and the walk that checks each link puts each block
+ * home. A gathered block stays counted in its span's `used`, so the span cannot go back to
+ * the pool meanwhile; a span that loses its owner meanwhile gets the chain as any remote
+ * free (the next owner, or the sweep of abandoned spans, collects it). */
+
+static void chain_push(hak_span_t *s, void *head, void *tail) {
+    uintptr_t old = relaxed_load(&s->remote), nv;
+    do {
+        void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
+        if (unlikely(top == head)) {         /* its second free, pushed by another thread */
+            remote_double_free(s, head);
+            return;
+        }
+        *(void **)tail = top;
+        nv = (uintptr_t)head | ((old + 1) & HAK_RS_NOTIFYING);
+    } while (!HAK_RMW(SPAN_REMOTE, atomic_compare_exchange_weak_explicit(&s->remote, &old, nv,
+                                                                         memory_order_acq_rel,
+                                                                         memory_order_relaxed)));
+    if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
+}
+
+/* Slot b of rb emptied (first) and its chain pushed: a fork in between loses the chain
+ * from the child's view (a leak), never pushes it twice. */
+static void batch_flush(hak_rbatches_t *rb, hak_rbatch_t *b) {
+    hak_span_t *s = b->span;
+    void *head = b->head, *tail = b->tail;
+    b->span = NULL;
+    rb->used &= ~(1ull << (b - rb->slot));
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    chain_push(s, head, tail);
+}
+
+/* push_remote's test, and one more: a block already in a batch (or on a remote list, or
+ * home from one and not handed out since) carries REMOTE_MARK. A chain's tail link is
+ * written when it goes out, which would cut the cycle that a block freed twice into one
+ * batch makes, so the collection could no longer find it. */
+FAST_PATH bool batch_freed_twice(const void *p, const void *key) {
+    return remote_freed_twice(p, key) || unlikely(((void *const *)p)[1] == REMOTE_MARK);
+}
+
+static SLOW_PATH void batch_miss(hak_rbatches_t *rb, hak_rbatch_t *b, hak_span_t *s, void *p,
+                                 void *key) {
+    if (b->span == s) {                      /* the batch is full */
+        batch_flush(rb, b);
+        return;
+    }
+    if (b->span != NULL) batch_flush(rb, b);          /* another span of the class */
+    if (batch_freed_twice(p, key)) {
+        remote_double_free(s, p);
+        return;
+    }
+    HAK_DEBUG_FREED(p);
+    ((void **)p)[0] = NULL;
+    ((void **)p)[1] = REMOTE_MARK;
+    b->head = b->tail = p;
+    uint32_t limit = HAK_RBATCH_BYTES / s->bsize;
+    limit = limit < 1 ? 1 : limit > HAK_RBATCH_MAX ? HAK_RBATCH_MAX : limit;
+    b->left = limit - 1;
+    b->span = s;
+    rb->used |= 1ull << (b - rb->slot);
+    if (b->left == 0) batch_flush(rb, b);
+}
+
+__attribute__((always_inline)) inline void _hak_span_batch_remote(hak_rbatches_t *rb, hak_span_t *s,
+                                                                  void *p, void *key, unsigned cls) {
+    hak_rbatch_t *b = &rb->slot[cls];
+    _Static_assert(HAK_RBATCH_SLOTS <= 64, "a bit of `used` each");
+    if (likely(b->span == s)) {
+        if (unlikely(batch_freed_twice(p, key))) {
+            remote_double_free(s, p);
+            return;
+        }
+        HAK_DEBUG_FREED(p);
+        ((void **)p)[0] = b->head;
+        ((void **)p)[1] = REMOTE_MARK;
+        b->head = p;
+        if (likely(--b->left != 0)) return;
+    }
+    batch_miss(rb, b, s, p, key);
+}
+
+void _hak_span_batches_flush(hak_rbatches_t *rb) {
+    while (rb->used != 0) batch_flush(rb, &rb->slot[__builtin_ctzll(rb->used)]);
+}
+
 /* (cls read before the push: once pushed, the block may be collected and its span reused) */
 static void count_remote(unsigned cls, uint64_t *count, bool pushed) {
     if (!pushed) return;

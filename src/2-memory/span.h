@@ -48,6 +48,12 @@ void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count);
  * is off; key is the owner's tcache of the class (the unit's tc, never NULL there). false:
  * p was freed twice (reported), not pushed. */
 bool _hak_span_push_remote(hak_span_t *s, void *p, void *key);
+/* The same, gathered into the freeing thread's batches (span.c, "Batches"): p joins s's
+ * batch, which goes onto s's remote list, as one chain with one CAS, when it holds its
+ * limit or its slot is wanted for another span, or at _hak_span_batches_flush. */
+void _hak_span_batch_remote(hak_rbatches_t *rb, hak_span_t *s, void *p, void *key, unsigned cls);
+/* Every batch of rb onto its span's list: the thread's slow paths, its exit, fork's child. */
+void _hak_span_batches_flush(hak_rbatches_t *rb);
 bool _hak_span_try_mark_full(hak_span_t *s);
 bool _hak_span_try_unmark_full(hak_span_t *s);
 /* Gives back the pages of s in which every block is free (owner's lock held): the bytes. */

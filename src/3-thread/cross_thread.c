@@ -256,6 +256,7 @@ static void hand_back(hak_span_t *s) {
 void _hak_heap_thread_exit(void *arg) {
     hak_heap_t *h = arg;
     if (h == NULL || h == &_hak_empty_heap) return;
+    _hak_span_batches_flush(&h->rb);
     _hak_tcache_quarantine_flush(h);
     _hak_tcache_flush_all(h);
     HAK_LOCK(&h->lock, HEAP);
@@ -290,10 +291,14 @@ pthread_mutex_t *_hak_cross_thread_fork(hak_fork_phase_t phase) {
     return busy;
 }
 
-/* In the child only the forking thread exists. Its heap may have spans whose notifier was
- * another thread, now gone: finish their hand-over here. Heaps of the other threads stay
- * as they were (their blocks may still be in use by the child and freed remotely). */
+/* In the child only the forking thread exists. Every heap's batches of remote frees go
+ * out (the other threads' too: no one else would send them). Its heap may have spans whose
+ * notifier was another thread, now gone: finish their hand-over here. Heaps of the other
+ * threads stay as they were (their blocks may still be in use by the child and freed
+ * remotely). */
 static void after_fork_child(void) {
+    for (hak_heap_t *o = __atomic_load_n(&_hak_heaps_all, __ATOMIC_ACQUIRE); o != NULL; o = o->next_all)
+        _hak_span_batches_flush(&o->rb);
     hak_heap_t *h = _hak_thread_heap;
     if (h == &_hak_empty_heap) return;
     unpark_all(h, false);           /* (its lock is free: no reclaimer was in a pass) */

@@ -471,6 +471,7 @@ void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
     } else if (nursery(h, c) && (b = shared_refill(c, n, &zero)) != NULL) {
         /* one of the thread's first blocks of c, from the shared heap */
     } else {
+        if (unlikely(h->rb.used != 0)) _hak_span_batches_flush(&h->rb);   /* (its slow path) */
         HAK_LOCK(&h->lock, HEAP);
         b = refill_locked(h, c, n, &zero);
         hak_unlock(&h->lock);

@@ -239,6 +239,7 @@ enum { BULK_FLUSHES = 4 };
 SLOW_PATH void _hak_tcache_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     size_t c = (size_t)(tc - h->tc);
     uint32_t cap = tc->cap;
+    if (unlikely(h->rb.used != 0)) _hak_span_batches_flush(&h->rb);   /* (its slow path) */
     if (h->drain[c] < 255) h->drain[c]++;
     bool drain = h->drain[c] >= 3;   /* the third flush with no refill: a drain, not a swing */
     if (drain) {

@@ -28,6 +28,7 @@
 #include "2-memory/huge.h"
 #include "2-memory/pool.h"
 #include "2-memory/size_class.h"
+#include "2-memory/span.h"
 #include "3-thread/cross_thread.h"
 #include "3-thread/heap.h"
 #include "3-thread/tcache.h"
@@ -36,6 +37,7 @@
 /* Step 0. Always worth a retry: blocks may have come home without freeing whole spans. */
 static bool reclaim(void) {
     hak_heap_t *h = _hak_thread_heap;
+    _hak_span_batches_flush(&h->rb);                 /* (the empty heap's: none) */
     _hak_tcache_flush_all(h);
     _hak_heap_release_idle(h, true);
     _hak_heap_reclaim_all(RECLAIM_PAGES);

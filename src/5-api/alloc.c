@@ -236,10 +236,13 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
          * is one over): once pushed, the block may be collected and its span reused, and a
          * counter kept live across the push's rare call (the owner's notification) cost the
          * common path saved registers */
-        me->st.remote_frees[u->cls]++;
+        unsigned cls = u->cls;
+        me->st.remote_frees[cls]++;
         /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
          * changes meanwhile leaves a double free found later, not missed) */
-        _hak_span_push_remote(s, p, __atomic_load_n(&u->tc, __ATOMIC_RELAXED));
+        void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
+        if (likely(!me->shared)) _hak_span_batch_remote(&me->rb, s, p, key, cls);
+        else _hak_span_push_remote(s, p, key);
         return;
     }
     free_other_slow(s, p, owner);
