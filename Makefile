@@ -6,6 +6,8 @@
 #   make bench      the quick benchmark against the system allocator and the peers present
 #   make pgo        build/pgo/libhakmem.so and .a, optimised with a profile of the bench
 #                   workloads (mk/pgo.mk)
+#   make count      build/count/libhakmem.so, which counts the shared state each operation
+#                   touches, and the table of those counts for every bench cell (mk/count.mk)
 #
 # The library is one translation unit (src/hakmem.c includes every module), so the
 # compiler sees the whole allocator at once and the malloc symbols can be aliases of the
@@ -80,3 +82,4 @@ clean:
 -include mk/install.mk
 -include mk/check.mk
 -include mk/pgo.mk
+-include mk/count.mk

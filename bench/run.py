@@ -7,6 +7,9 @@
     python3 bench/run.py --mode phases    what `make bench-phases` runs: the phases scenarios
                                           under hakmem's settings, glibc and the peers, with
                                           wall time, page faults, peak RSS and RSS integral
+    python3 bench/run.py --mode count     what `make count` runs: every cell once under the
+                                          counting build (build/count/libhakmem.so), the
+                                          shared state each operation touches, by object
     python3 bench/run.py --mode latency   what `make bench-latency` runs: p50-p99.99 of one
                                           free+malloc with 4, 16 and 64 threads while another
                                           thread frees 64 MiB bursts, under glibc, hakmem and
@@ -1066,6 +1069,204 @@ def instr_markdown(cells, allocs, res, meta):
     return "\n".join(L) + "\n"
 
 
+# ---- shared state, counted (make count) ------------------------------------------------------
+#
+# The counting build (mk/count.mk, src/0-base/count.h) counts, in each process, the atomic
+# read-modify-writes, lock acquisitions and system calls of hakmem by the shared object they
+# touch, and the calls of the malloc family; at exit it appends one JSON line per process to
+# HAKMEM_COUNT_FILE. --mode count runs every cell once under it, at the quick arguments, and
+# gives each count per million operations (calls of the malloc family).
+
+COUNT_LIB = os.path.join("count", "libhakmem.so")
+COUNT_KINDS = ["atomic", "lock", "lock_wait", "trylock_fail", "mmap", "munmap", "madvise", "mprotect",
+               "mremap", "futex_wait", "futex_wake", "sys_other"]
+COUNT_SYSCALLS = COUNT_KINDS[4:]
+# count.h's objects, in its order (the columns of the table by object).
+COUNT_OBJECTS = ["other", "heap", "shared_heap", "span_remote", "notified", "reclaim", "abandoned", "heap_list",
+                 "pool", "arena", "chunkmap", "huge", "stats", "learning", "purge_thread", "prof", "trace",
+                 "checked", "init_fork"]
+
+
+def read_counts(path):
+    """The sum of the JSON lines (one per process that ended) of a HAKMEM_COUNT_FILE:
+    {"processes", "threads", "ops": {name: n, "total": n}, "objects": {object: {kind: n}}}."""
+    out = {"processes": 0, "threads": 0, "ops": {}, "objects": {}}
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            d = json.loads(line)
+            out["processes"] += 1
+            out["threads"] += d["threads"]
+            for k, v in d["ops"].items():
+                out["ops"][k] = out["ops"].get(k, 0) + v
+            for o, kinds in d["objects"].items():
+                dst = out["objects"].setdefault(o, {})
+                for k, v in kinds.items():
+                    dst[k] = dst.get(k, 0) + v
+    if out["processes"] == 0:
+        raise ValueError("no counts in %s" % path)
+    return out
+
+
+def count_summary(counts):
+    """Per object: atomics, locks (acquisitions), lock_wait, trylock_fail and syscalls per
+    million operations, and each syscall kind's; objects that counted nothing left out."""
+    ops = counts["ops"].get("total", 0)
+    per = (1e6 / ops) if ops else 0.0
+    rows = {}
+    for o, k in counts["objects"].items():
+        sys_n = sum(k.get(x, 0) for x in COUNT_SYSCALLS)
+        if not (k.get("atomic", 0) or k.get("lock", 0) or k.get("trylock_fail", 0) or sys_n):
+            continue
+        rows[o] = {"atomic": k.get("atomic", 0) * per, "lock": k.get("lock", 0) * per,
+                   "lock_wait": k.get("lock_wait", 0) * per, "trylock_fail": k.get("trylock_fail", 0) * per,
+                   "syscalls": sys_n * per,
+                   "by_syscall": {x: k[x] * per for x in COUNT_SYSCALLS if k.get(x)}}
+    return rows
+
+
+def fmt_count(x):
+    """A count per million operations: '-' for none, else 2-3 significant figures."""
+    if not x:
+        return "-"
+    if x < 0.01:
+        return "<0.01"
+    if x < 10:
+        return "%.2f" % x
+    if x < 100:
+        return "%.1f" % x
+    return "%.0f" % x
+
+
+def run_count(cells, binaries, lib, timeout, log=print):
+    """Each cell once under the counting library; {cell: {"result", "counts", "per_mop",
+    "error", "cmd"}}."""
+    res = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for cell in cells:
+            path = os.path.join(tmp, cell.name + ".jsonl")
+            rec = run_once(binaries[cell.prog], cell.argv("quick"), lib, timeout,
+                           env_extra={"HAKMEM_COUNT_FILE": path})
+            r = {"result": rec["result"], "error": rec["error"], "cmd": rec["cmd"].replace(path, "FILE")}
+            if rec["error"] is None:
+                try:
+                    r["counts"] = read_counts(path)
+                    r["per_mop"] = count_summary(r["counts"])
+                except (OSError, ValueError) as e:
+                    r["error"] = "counts: %s" % e
+            res[cell.name] = r
+            if r["error"]:
+                log("  FAIL %s: %s\n       reproduce: %s" % (cell.name, r["error"], r["cmd"]))
+                continue
+            tot = {k: sum(v[k] for v in r["per_mop"].values()) for k in ("atomic", "lock", "syscalls")}
+            log("%-18s %9d ops  atomics %s  locks %s  syscalls %s per Mop" % (
+                cell.name, r["counts"]["ops"].get("total", 0), fmt_count(tot["atomic"]),
+                fmt_count(tot["lock"]), fmt_count(tot["syscalls"])))
+    return res
+
+
+def count_markdown(cells, res, meta):
+    L = ["Machine: %s" % machine_line(meta["machine"]), "",
+         "Command: `%s` (%s, each cell once at its quick arguments; every count is per million "
+         "operations, an operation being one call of the malloc family, and a realloc that moves "
+         "its block also counts its malloc and free)" % (meta["command"], meta["library"]), "",
+         "### Per cell", "",
+         "Threads: the workload's, and in parentheses every thread that counted (the program's "
+         "own, those it started and ended, hakmem's purge thread).", "",
+         "| workload | threads (seen) | operations | atomic RMWs | locks | waited | failed trylocks | syscalls "
+         "| most touched (atomics + locks + syscalls) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for cell in cells:
+        r = res.get(cell.name)
+        if not r or r["error"]:
+            L.append("| %s | FAIL | | | | | | | |" % cell.name)
+            continue
+        rows = r["per_mop"]
+        tot = {k: sum(v[k] for v in rows.values()) for k in ("atomic", "lock", "lock_wait", "trylock_fail", "syscalls")}
+        top = sorted(rows, key=lambda o: -(rows[o]["atomic"] + rows[o]["lock"] + rows[o]["syscalls"]))[:2]
+        L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            cell.name, "%s (%s)" % (r["result"]["threads"], r["counts"]["threads"]),
+            fmt_rate(r["counts"]["ops"].get("total", 0)),
+            fmt_count(tot["atomic"]), fmt_count(tot["lock"]), fmt_count(tot["lock_wait"]),
+            fmt_count(tot["trylock_fail"]), fmt_count(tot["syscalls"]),
+            ", ".join("%s %s" % (o, fmt_count(rows[o]["atomic"] + rows[o]["lock"] + rows[o]["syscalls"]))
+                      for o in top) or "-"))
+    order = [o for o in COUNT_OBJECTS if any(o in r.get("per_mop", {}) for r in res.values() if not r["error"])]
+    L += ["", "### By object: atomic RMWs / locks / syscalls", "",
+          "Each entry is atomic RMWs / lock acquisitions / system calls on that object, per million "
+          "operations; empty where the cell did not touch it.", "",
+          "| workload | " + " | ".join(order) + " |", "|---|" + "---:|" * len(order)]
+    for cell in cells:
+        r = res.get(cell.name)
+        if not r or r["error"]:
+            continue
+        rows = r["per_mop"]
+        L.append("| %s | %s |" % (cell.name, " | ".join(
+            "%s / %s / %s" % (fmt_count(rows[o]["atomic"]), fmt_count(rows[o]["lock"]), fmt_count(rows[o]["syscalls"]))
+            if o in rows else "" for o in order)))
+    L += ["", "### Per cell and object", "",
+          "Objects a cell did not touch are left out. Locks: acquisitions (of them, those that found "
+          "the lock held and waited; then trylocks that found it held).", "",
+          "| workload | object | atomic RMWs | locks (waited; failed trylocks) | syscalls | of which |",
+          "|---|---|---:|---:|---:|---|"]
+    for cell in cells:
+        r = res.get(cell.name)
+        if not r or r["error"]:
+            continue
+        rows = r["per_mop"]
+        for o in sorted(rows, key=lambda o: -(rows[o]["atomic"] + rows[o]["lock"] + rows[o]["syscalls"])):
+            v = rows[o]
+            lk = fmt_count(v["lock"])
+            if v["lock_wait"] or v["trylock_fail"]:
+                lk += " (%s; %s)" % (fmt_count(v["lock_wait"]), fmt_count(v["trylock_fail"]))
+            L.append("| %s | %s | %s | %s | %s | %s |" % (
+                cell.name, o, fmt_count(v["atomic"]), lk, fmt_count(v["syscalls"]),
+                ", ".join("%s %s" % (k, fmt_count(n)) for k, n in v["by_syscall"].items()) or ""))
+    fails = [(c.name, res[c.name]) for c in cells if c.name in res and res[c.name]["error"]]
+    if fails:
+        L += ["", "### Failed runs", ""] + ["- %s: %s — reproduce: `%s`" % (n, r["error"], r["cmd"]) for n, r in fails]
+    return "\n".join(L) + "\n"
+
+
+def main_count(args, argv):
+    cells = select_cells(args.only)
+    if args.list:
+        for c in cells:
+            print("%-18s %-14s %s    # %s" % (c.name, c.prog, " ".join(c.argv("quick")), c.what))
+        return 0
+    if not cells:
+        raise SystemExit("no cell matches %s" % args.only)
+    build = build_dir_path(args.build)
+    lib = os.path.join(build, COUNT_LIB)
+    if not os.path.exists(lib):
+        raise SystemExit("%s not found: run `make count-lib` (or `make count`)" % lib)
+    progs = sorted({c.prog for c in cells})
+    if args.no_build:
+        binaries = {p: os.path.join(build, "bench", p) for p in progs}
+    else:
+        binaries = build_programs(args.build, progs)
+    command = "python3 bench/run.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    if os.environ.get("BENCH_MAKE_TARGET"):
+        command = os.environ["BENCH_MAKE_TARGET"]
+    meta = {"mode": "count", "command": command, "machine": machine_info(), "library": _rel(lib),
+            "library_sha256": hashlib.sha256(open(lib, "rb").read()).hexdigest(),
+            "cells": {c.name: {"prog": c.prog, "args": c.argv("quick"), "what": c.what} for c in cells}}
+    print("machine: " + machine_line(meta["machine"]))
+    print("counting library: %s; each cell once, quick arguments; counts per million operations" % _rel(lib))
+    res = run_count(cells, binaries, os.path.abspath(lib), args.timeout or MODES["count"]["timeout"])
+    md = count_markdown(cells, res, meta)
+    out_dir = os.path.join(build, "count")
+    with open(os.path.join(out_dir, "count.json"), "w") as f:
+        json.dump({"meta": meta, "cells": res}, f, indent=1)
+    with open(os.path.join(out_dir, "count.md"), "w") as f:
+        f.write(md)
+    print()
+    print(md)
+    print("results: %s, %s" % (_rel(os.path.join(out_dir, "count.md")), _rel(os.path.join(out_dir, "count.json"))))
+    return 1 if any(r["error"] for r in res.values()) else 0
+
+
 # ---- training (make pgo) ---------------------------------------------------------------------
 
 def train(cells, binaries, mode, preload, timeout, log=print):
@@ -1849,7 +2050,8 @@ MODES = {"phases": {"runs": 3, "extra": 0, "timeout": 300, "warmup": False},
          "quick": {"runs": 5, "extra": 4, "timeout": 120, "warmup": False},
          "full": {"runs": 10, "extra": 5, "timeout": 600, "warmup": True},
          "smoke": {"runs": 1, "extra": 0, "timeout": 60, "warmup": False},
-         "instr": {"runs": 1, "extra": 0, "timeout": 600, "warmup": False}}
+         "instr": {"runs": 1, "extra": 0, "timeout": 600, "warmup": False},
+         "count": {"runs": 1, "extra": 0, "timeout": 300, "warmup": False}}
 
 
 def select_cells(patterns, instr=False, group="main"):
@@ -1896,6 +2098,10 @@ def main(argv=None):
         return 0 if chart_from_dir(args.chart_from, install=not args.no_install) else 1
     if args.mode == "phases":
         return main_phases(args, argv)
+    if args.mode == "count":
+        if args.train or args.smoke or args.settings or args.pictures:
+            raise SystemExit("--mode count takes --only, --build, --no-build, --timeout and --list")
+        return main_count(args, argv)
     if args.settings or args.pictures:
         raise SystemExit("--settings and --pictures go with --mode phases")
     if args.mode == "latency":

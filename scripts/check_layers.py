@@ -49,11 +49,12 @@ The rules, each violation printed as one line (exit status 1 if there is any):
     files live in the first directory. (A layer lies in one directory, since it has one
     line; that its layers rank below those of every later directory follows.)
 
-Each file is compiled twice, as the release build sees it and with -DHAKMEM_DEBUG=2, and
-the findings are merged. What the call graph does not show, this does not check: calls
-through pointers (allowed by design), taking the address of a function above, reading or
-writing another layer's variables, syscall(SYS_mmap, ...), and code that the preprocessor
-leaves out in both variants. always_inline is turned off for the call graph (at -O0 GCC
+Each file is compiled three times, as the release build sees it, with -DHAKMEM_DEBUG=2 and
+as the counting build does (-DHAK_COUNT=1, make count), and the findings are merged. What
+the call graph does not show, this does not check: calls through pointers (allowed by
+design), taking the address of a function above, reading or writing another layer's
+variables, syscall(SYS_mmap, ...), and code that the preprocessor leaves out in every
+variant. always_inline is turned off for the call graph (at -O0 GCC
 still inlines it, and the inlined function's calls would look like its caller's).
 
 Exit status: 0 clean, 1 violations, 2 the check could not run (no layer list, a compiler
@@ -82,7 +83,7 @@ UNITY_FILE = "hakmem.c"
 OS_LAYER = "os"
 LISTED_SUFFIXES = (".c", ".h", ".def")
 DEFAULT_CFLAGS = "-std=c11 -D_GNU_SOURCE -Iinclude -Isrc"
-VARIANTS = {"release": [], "debug": ["-DHAKMEM_DEBUG=2"]}
+VARIANTS = {"release": [], "debug": ["-DHAKMEM_DEBUG=2"], "count": ["-DHAK_COUNT=1"]}
 
 KERNEL_MEMORY_CALLS = {
     "mmap", "mmap64", "munmap", "mremap", "madvise", "posix_madvise", "process_madvise",

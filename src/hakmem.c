@@ -3,6 +3,7 @@
  * stays its own file that also compiles alone (make check-layers); this one only includes
  * them, lowest layer first, in the order of the directories (docs/ARCHITECTURE.md,
  * "Layers"). */
+#include "0-base/count.c"
 #include "0-base/diag.c"
 #include "0-base/options.c"
 #include "0-base/counters.c"

@@ -7,7 +7,7 @@ hak_gstats_t _hak_gstats;
 
 static void raise_peak(_Atomic uint64_t *peak, uint64_t now) {
     uint64_t p = relaxed_load(peak);
-    while (now > p && !atomic_compare_exchange_weak(peak, &p, now)) {}
+    while (now > p && !HAK_RMW(STATS, atomic_compare_exchange_weak(peak, &p, now))) {}
 }
 
 void _hak_counters_note_mapped(void) {

@@ -26,8 +26,10 @@ typedef struct hak_gstats_s {
     _Atomic uint64_t pool_waits;
 } hak_gstats_t;
 extern hak_gstats_t _hak_gstats;
-#define HAK_STAT_ADD(field, v) atomic_fetch_add_explicit(&_hak_gstats.field, (v), memory_order_relaxed)
-#define HAK_STAT_SUB(field, v) atomic_fetch_sub_explicit(&_hak_gstats.field, (v), memory_order_relaxed)
+#define HAK_STAT_ADD(field, v) \
+    HAK_RMW(STATS, atomic_fetch_add_explicit(&_hak_gstats.field, (v), memory_order_relaxed))
+#define HAK_STAT_SUB(field, v) \
+    HAK_RMW(STATS, atomic_fetch_sub_explicit(&_hak_gstats.field, (v), memory_order_relaxed))
 /* A counter only one lock's holder writes: a plain add, no locked instruction. */
 #define HAK_STAT_ADD_LOCKED(field, v) \
     relaxed_store(&_hak_gstats.field, relaxed_load(&_hak_gstats.field) + (v))

@@ -161,7 +161,7 @@ static void crash_handler(int sig, siginfo_t *si, void *ucv) {
     const char *fn = function_at(pc, &off);
     int ours = fn != NULL || in_report;
     int expected = 0;
-    if (ours && atomic_compare_exchange_strong(&crash_reporting, &expected, 1)) {
+    if (ours && HAK_RMW(INIT, atomic_compare_exchange_strong(&crash_reporting, &expected, 1))) {
         char buf[512];
         size_t cap = sizeof buf - 1;
         size_t n = put_str(buf, 0, cap, "hakmem: crash report: signal ");

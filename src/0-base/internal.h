@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include "0-base/count.h"
 #include "0-base/types.h"
 #include "hakmem.h"
 
@@ -82,6 +83,29 @@ static inline void hak_lock_reset(pthread_mutex_t *m) {
     *m = (pthread_mutex_t)PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 }
 
+/* Every lock of hakmem's is taken through these, which name the object the lock guards
+ * (count.h). In the counting build an acquisition tries first, so that one that found the
+ * lock held counts as a wait too; elsewhere they are hak_lock and hak_trylock. */
+#if HAK_COUNT
+static inline void hak_lock_counted(pthread_mutex_t *m, unsigned obj) {
+    if (!hak_trylock(m)) {
+        hak_count_add(obj, HAK_CK_LOCK_WAIT);
+        hak_lock(m);
+    }
+    hak_count_add(obj, HAK_CK_LOCK);
+}
+static inline bool hak_trylock_counted(pthread_mutex_t *m, unsigned obj) {
+    bool ok = hak_trylock(m);
+    hak_count_add(obj, ok ? HAK_CK_LOCK : HAK_CK_TRY_FAIL);
+    return ok;
+}
+#define HAK_LOCK(m, obj)    hak_lock_counted((m), HAK_CO_##obj)
+#define HAK_TRYLOCK(m, obj) hak_trylock_counted((m), HAK_CO_##obj)
+#else
+#define HAK_LOCK(m, obj)    hak_lock(m)
+#define HAK_TRYLOCK(m, obj) hak_trylock(m)
+#endif
+
 /* The fork handlers' three steps (init.c), which each module with locks of its own takes
  * through one function, _hak_<module>_fork(phase), over its locks in the order of
  * docs/ARCHITECTURE.md's lock table: PREPARE tries to take them all and, where one is
@@ -101,14 +125,14 @@ typedef enum { HAK_FORK_PREPARE, HAK_FORK_PARENT, HAK_FORK_CHILD } hak_fork_phas
  * free in any case but the one above. Not pthread_mutex_clocklock: TSan does not follow
  * it, and reported the unlock that matched it.) */
 static inline bool hak_fork_lock(pthread_mutex_t *m) {
-    if (hak_trylock(m)) return true;
+    if (HAK_TRYLOCK(m, INIT)) return true;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_nsec += 20 * 1000 * 1000;
     if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
     _hak_locks_held++;
     atomic_signal_fence(memory_order_seq_cst);
-    if (pthread_mutex_timedlock(m, &until) == 0) return true;
+    if (pthread_mutex_timedlock(m, &until) == 0) { HAK_COUNT_ADD(INIT, LOCK); return true; }
     atomic_signal_fence(memory_order_seq_cst);
     _hak_locks_held--;
     return false;

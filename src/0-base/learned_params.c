@@ -30,7 +30,7 @@ int _hak_learned_find(const char *name) {
 }
 
 static int add(const char *name, long *field, long value) {
-    hak_lock(&add_lock);
+    HAK_LOCK(&add_lock, LEARNING);
     int i = _hak_learned_find(name), n = relaxed_load(&n_table);
     if (i < 0 && n >= HAK_LEARNED_MAX) { hak_unlock(&add_lock); return -1; }
     learned_t *e = &table[i < 0 ? n : i];
@@ -60,8 +60,8 @@ int _hak_learned_add(const char *name, long *field) { return field ? add(name, f
 int _hak_learned_add_value(const char *name, long value) { return add(name, NULL, value); }
 
 static void observe(learned_t *e, long v) {
-    if (atomic_exchange_explicit(&e->seen, v, memory_order_relaxed) != v)
-        atomic_fetch_add_explicit(&e->changes, 1, memory_order_relaxed);
+    if (HAK_RMW(LEARNING, atomic_exchange_explicit(&e->seen, v, memory_order_relaxed)) != v)
+        HAK_RMW(LEARNING, atomic_fetch_add_explicit(&e->changes, 1, memory_order_relaxed));
 }
 
 /* Writes parameter i's field; NULL when there is no parameter i. */

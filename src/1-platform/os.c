@@ -127,6 +127,7 @@ void *_hak_os_map(size_t size) {
 
 void *_hak_os_map_file(int fd, size_t size) {
     int saved = errno;
+    HAK_COUNT_SYS(MMAP);
     void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     errno = saved;
     return p == MAP_FAILED ? NULL : p;

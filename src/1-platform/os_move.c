@@ -110,7 +110,8 @@ bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split
         sys_munmap(dst, newlen);
         return false;
     }
-    uint64_t seq = atomic_fetch_add_explicit(&reserve_seq, 1, memory_order_relaxed) + 1;
+    uint64_t seq =
+        HAK_RMW(HUGE, atomic_fetch_add_explicit(&reserve_seq, 1, memory_order_relaxed)) + 1;
     if (split) mark(dst, seq);
     mark(dst + split, seq);
     if (split && sys_mremap(o, split, split, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,

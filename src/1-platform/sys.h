@@ -4,7 +4,8 @@
  * tried everything (policy.c), reports ENOMEM (POSIX: a call that succeeds keeps the
  * program's errno), so that no function of the OS layer can forget to restore it: a
  * madvise refused where the kernel has no transparent huge pages or no MADV_FREE, a munmap
- * that fails. Only the OS layer includes this. */
+ * that fails. Only the OS layer includes this. Each counts itself, for the object of the
+ * OS call under way, in the counting build (count.h, HAK_OS). */
 #ifndef HAKMEM_SYS_H
 #define HAKMEM_SYS_H
 #include <fcntl.h>
@@ -20,30 +21,35 @@
 /* Failure shows in the result only (*err, where a caller needs the reason). */
 static inline void *sys_mmap(void *addr, size_t len, int prot, int flags) {
     int saved = errno;
+    HAK_COUNT_SYS(MMAP);
     void *p = mmap(addr, len, prot, flags, -1, 0);
     errno = saved;
     return p == MAP_FAILED ? NULL : p;
 }
 static inline bool sys_munmap(void *p, size_t len) {
     int saved = errno;
+    HAK_COUNT_SYS(MUNMAP);
     bool ok = munmap(p, len) == 0;
     errno = saved;
     return ok;
 }
 static inline bool sys_madvise(void *p, size_t len, int advice) {
     int saved = errno;
+    HAK_COUNT_SYS(MADVISE);
     bool ok = madvise(p, len, advice) == 0;
     errno = saved;
     return ok;
 }
 static inline bool sys_mprotect(void *p, size_t len, int prot) {
     int saved = errno;
+    HAK_COUNT_SYS(MPROTECT);
     bool ok = mprotect(p, len, prot) == 0;
     errno = saved;
     return ok;
 }
 static inline void *sys_mremap(void *old, size_t oldlen, size_t newlen, int flags, void *to) {
     int saved = errno;
+    HAK_COUNT_SYS(MREMAP);
     void *p = mremap(old, oldlen, newlen, flags, to);
     errno = saved;
     return p == MAP_FAILED ? NULL : p;
@@ -51,6 +57,7 @@ static inline void *sys_mremap(void *old, size_t oldlen, size_t newlen, int flag
 static inline ssize_t sys_read_self(void *to, const void *from, size_t len, int *err) {
     int saved = errno;
     struct iovec local = { to, len }, remote = { (void *)from, len };
+    HAK_COUNT_SYS(SYS_OTHER);
     ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
     *err = got < 0 ? errno : 0;
     errno = saved;
@@ -62,6 +69,8 @@ static inline bool sys_read_file(const char *path, char *buf, size_t size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t n = fd < 0 ? -1 : read(fd, buf, size - 1);
     if (fd >= 0) close(fd);
+    HAK_COUNT_SYS(SYS_OTHER);                  /* open, read, close */
+    if (fd >= 0) { HAK_COUNT_SYS(SYS_OTHER); HAK_COUNT_SYS(SYS_OTHER); }
     errno = saved;
     if (n <= 0) return false;
     buf[n] = 0;
@@ -70,18 +79,22 @@ static inline bool sys_read_file(const char *path, char *buf, size_t size) {
 static inline bool sys_as_limited(void) {
     int saved = errno;
     struct rlimit r;
+    HAK_COUNT_SYS(SYS_OTHER);
     bool limited = getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY;
     errno = saved;
     return limited;
 }
 static inline bool sys_getrandom(void *buf, size_t len) {
     int saved = errno;
+    HAK_COUNT_SYS(SYS_OTHER);
     bool ok = syscall(SYS_getrandom, buf, len, 0) == (long)len;
     errno = saved;
     return ok;
 }
 static inline void sys_futex(_Atomic int *word, int op, int value, const struct timespec *timeout) {
     int saved = errno;
+    if ((op & FUTEX_CMD_MASK) == FUTEX_WAIT) HAK_COUNT_SYS(FUTEX_WAIT);
+    else HAK_COUNT_SYS(FUTEX_WAKE);
     syscall(SYS_futex, (int *)word, op, value, timeout, NULL, 0);
     errno = saved;
 }

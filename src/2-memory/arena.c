@@ -42,7 +42,7 @@ static size_t table_len(size_t len) { return hak_align_up(len >> HAK_ARENA_SLOT_
  * written). */
 static void raise_to(_Atomic size_t *v, size_t to) {
     size_t cur = atomic_load(v);
-    while (cur < to && !atomic_compare_exchange_weak(v, &cur, to)) {}
+    while (cur < to && !HAK_RMW(ARENA, atomic_compare_exchange_weak(v, &cur, to))) {}
 }
 
 /* No lock: takers may commit the same pages at once (it changes nothing), and one that
@@ -52,7 +52,7 @@ static bool table_commit(uintptr_t base, size_t end) {
     size_t done = atomic_load(&table_done);
     if (end <= done) return true;
     size_t to = hak_align_up(end, HAK_PAGE);
-    if (!_hak_os_commit_keep((char *)base + done, to - done)) return false;
+    if (!HAK_OS(ARENA, _hak_os_commit_keep((char *)base + done, to - done))) return false;
     raise_to(&table_done, to);
     return true;
 }
@@ -65,13 +65,13 @@ static void reserve(void) {
     if (len == 0) return;
     size_t floor = len < HAK_ARENA_MIN ? len : HAK_ARENA_MIN;
     void *b;
-    while ((b = _hak_os_reserve(len, HAK_SS_SIZE)) == NULL && len / 2 >= floor)
+    while ((b = HAK_OS(ARENA, _hak_os_reserve(len, HAK_SS_SIZE))) == NULL && len / 2 >= floor)
         len = hak_align_up(len / 2, HAK_SS_SIZE);
     if (b == NULL) return;
     next_off = table_len(len);
     /* the table's own units: their slots (all 0) are read by a free of such an address */
     if (next_off >= len || !table_commit((uintptr_t)b, next_off >> HAK_ARENA_SLOT_SHIFT)) {
-        _hak_os_unmap(b, len);
+        HAK_OS(ARENA, _hak_os_unmap(b, len));
         return;
     }
     __atomic_store_n(&_hak_arena.base, (uintptr_t)b, __ATOMIC_RELAXED);
@@ -96,8 +96,8 @@ static void push_given_back(uintptr_t ss) {
  * read 0 until the pool files spans there). Its memory is committed after the unlock. A
  * table page that cannot be committed (no memory) loses that place: address space only. */
 void *_hak_arena_take(void) {
-    if (_hak_os_space_limited()) return NULL;
-    hak_lock(&arena_lock);
+    if (HAK_OS(ARENA, _hak_os_space_limited())) return NULL;
+    HAK_LOCK(&arena_lock, ARENA);
     if (!tried) reserve();
     uintptr_t ss = 0;
     bool fresh = false;
@@ -120,11 +120,12 @@ void *_hak_arena_take(void) {
         size_t end = ss + HAK_SS_SIZE - _hak_arena.base;
         if (!table_commit(_hak_arena.base, end >> HAK_ARENA_SLOT_SHIFT)) return NULL;
         uintptr_t top = __atomic_load_n(&_hak_arena.top, __ATOMIC_RELAXED), to = end >> HAK_ARENA_SLOT_SHIFT;
-        while (top < to && !__atomic_compare_exchange_n(&_hak_arena.top, &top, to, true,
-                                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+        while (top < to && !HAK_RMW(ARENA, __atomic_compare_exchange_n(&_hak_arena.top, &top, to,
+                                                                       true, __ATOMIC_RELEASE,
+                                                                       __ATOMIC_RELAXED))) {}
     }
-    if (!_hak_os_commit((void *)ss, HAK_SS_SIZE)) {             /* for the next try */
-        hak_lock(&arena_lock);
+    if (!HAK_OS(ARENA, _hak_os_commit((void *)ss, HAK_SS_SIZE))) {     /* for the next try */
+        HAK_LOCK(&arena_lock, ARENA);
         push_given_back(ss);
         hak_unlock(&arena_lock);
         return NULL;
@@ -142,8 +143,9 @@ bool _hak_arena_give(void *p) {
     memset(u, 0, HAK_UNITS * sizeof *u);
     /* If the kernel cannot split the mapping (the map count limit), the pages are freed
      * and stay committed; the next take maps over them either way. */
-    if (!_hak_os_decommit(p, HAK_SS_SIZE)) _hak_os_purge(p, HAK_SS_SIZE);
-    hak_lock(&arena_lock);
+    if (!HAK_OS(ARENA, _hak_os_decommit(p, HAK_SS_SIZE)))
+        HAK_OS(ARENA, _hak_os_purge(p, HAK_SS_SIZE));
+    HAK_LOCK(&arena_lock, ARENA);
     push_given_back(ss);
     hak_unlock(&arena_lock);
     relaxed_store(&live, relaxed_load(&live) - 1);

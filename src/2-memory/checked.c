@@ -39,8 +39,8 @@ bool _hak_freemap_get(const hak_span_t *s, const void *p) {
 bool _hak_freemap_set(hak_span_t *s, const void *p, bool free) {
     uint64_t bit;
     _Atomic uint64_t *w = freemap_word(s, p, &bit);
-    uint64_t old = free ? atomic_fetch_or_explicit(w, bit, memory_order_relaxed)
-                        : atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed);
+    uint64_t old = free ? HAK_RMW(CHECKED, atomic_fetch_or_explicit(w, bit, memory_order_relaxed))
+                        : HAK_RMW(CHECKED, atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed));
     return (old & bit) != 0;
 }
 

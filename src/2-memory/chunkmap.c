@@ -58,13 +58,15 @@ static _Atomic(uintptr_t) *entry_for(uintptr_t c, bool create) {
     _Atomic(_Atomic(uintptr_t) *) *top = &_hak_chunk_top[c >> HAK_CHUNK_LEAF_BITS];
     _Atomic(uintptr_t) *leaf = atomic_load_explicit(top, memory_order_acquire);
     if (leaf == NULL && create) {
-        _Atomic(uintptr_t) *made = _hak_os_map(LEAF_ENTRIES * sizeof(uintptr_t));  /* zero */
+        _Atomic(uintptr_t) *made =                                           /* zero */
+            HAK_OS(CHUNKMAP, _hak_os_map(LEAF_ENTRIES * sizeof(uintptr_t)));
         if (made == NULL) return NULL;
-        if (atomic_compare_exchange_strong_explicit(top, &leaf, made, memory_order_acq_rel,
-                                                    memory_order_acquire))
+        if (HAK_RMW(CHUNKMAP, atomic_compare_exchange_strong_explicit(top, &leaf, made,
+                                                                      memory_order_acq_rel,
+                                                                      memory_order_acquire)))
             leaf = made;
         else
-            _hak_os_unmap(made, LEAF_ENTRIES * sizeof(uintptr_t));     /* another's won */
+            HAK_OS(CHUNKMAP, _hak_os_unmap(made, LEAF_ENTRIES * sizeof(uintptr_t))); /* lost */
     }
     return leaf != NULL ? &leaf[c & (LEAF_ENTRIES - 1)] : NULL;
 }

@@ -161,7 +161,7 @@ void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak) 
     *regret = relaxed_load(&regret_bytes);
     *allocs = relaxed_load(&huge_allocs_seen);
     size_t live = relaxed_load(&live_bytes);
-    hak_lock(&huge_lock);
+    HAK_LOCK(&huge_lock, HUGE);
     budget(_hak_now_ms());                            /* (moves the peak's window on) */
     size_t peak = peak_cur > peak_prev ? peak_cur : peak_prev;
     hak_unlock(&huge_lock);
@@ -185,7 +185,7 @@ static void huge_unmap(hak_huge_t *h) {
     if (h->state == HUGE_CACHED && h->purged) HAK_STAT_SUB(huge_purged, len - HAK_PAGE);
     h->magic = 0;
     _hak_chunkmap_remove(h, len);
-    _hak_os_unmap(h, len);
+    HAK_OS(HUGE, _hak_os_unmap(h, len));
 }
 
 /* Best fit (keeping the alignment), under huge_lock. Reusing resident memory beats a fresh
@@ -248,13 +248,13 @@ static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen);
 static hak_huge_t *cache_grow(hak_huge_t *c, size_t maplen) {
     size_t oldlen = c->maplen;
     hak_huge_t *h = NULL;
-    if (_hak_os_remap_aligned_inplace(c, oldlen, maplen, c->thp_len)) {
+    if (HAK_OS(HUGE, _hak_os_remap_aligned_inplace(c, oldlen, maplen, c->thp_len))) {
         if (_hak_chunkmap_add_huge(c, (char *)c + oldlen, maplen - oldlen)) h = c;
-        else _hak_os_unmap((char *)c + oldlen, maplen - oldlen);   /* registered nowhere */
+        else HAK_OS(HUGE, _hak_os_unmap((char *)c + oldlen, maplen - oldlen));   /* registered nowhere */
     }
     if (h == NULL) h = huge_move(c, maplen);
     if (h == NULL) {
-        hak_lock(&huge_lock);
+        HAK_LOCK(&huge_lock, HUGE);
         c->next = cache;
         cache = c;
         cache_bytes += oldlen;
@@ -270,7 +270,7 @@ static hak_huge_t *cache_grow(hak_huge_t *c, size_t maplen) {
 static void unmap_tail(void *tail, size_t len) {
     if (len == 0) return;
     _hak_chunkmap_remove(tail, len);
-    _hak_os_unmap(tail, len);
+    HAK_OS(HUGE, _hak_os_unmap(tail, len));
 }
 
 /* Under huge_lock: the cached mappings unused for the purge delay (all: every one not
@@ -297,13 +297,13 @@ static size_t purge_cache_locked(bool all) {
 static void purge_list_run(hak_huge_t *list) {
     hak_huge_t *last = NULL;
     for (hak_huge_t *h = list; h != NULL; h = h->next) {
-        h->purged = _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE) ? 1 : 2;
+        h->purged = HAK_OS(HUGE, _hak_os_purge((char *)h + HAK_PAGE, h->maplen - HAK_PAGE)) ? 1 : 2;
         if (h->purged == 1) h->used = HAK_PAGE;          /* the header's page */
         HAK_STAT_ADD(huge_purged, h->maplen - HAK_PAGE);
         HAK_STAT_ADD(purged_total, h->maplen - HAK_PAGE);
         last = h;
     }
-    hak_lock(&huge_lock);
+    HAK_LOCK(&huge_lock, HUGE);
     hak_huge_t **end = &cache;
     while (*end != NULL) end = &(*end)->next;
     *end = list;
@@ -337,8 +337,8 @@ static void *make_live(hak_huge_t *h, size_t size, size_t off) {
     h->sampled = 0;                  /* (the profiler marks it after, if it is sampled) */
     size_t end = hak_align_up(off + size, HAK_PAGE);
     if (h->used < end) h->used = end;
-    atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed);
-    _hak_os_thp_cover(h, off + size, &h->thp_len);
+    HAK_RMW(HUGE, atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed));
+    HAK_OS(HUGE, _hak_os_thp_cover(h, off + size, &h->thp_len));
     return (char *)h + off;
 }
 
@@ -351,7 +351,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     void *tail;
     size_t tail_len;
     uint64_t now = _hak_now_ms();
-    hak_lock(&huge_lock);
+    HAK_LOCK(&huge_lock, HUGE);
     recent_need[recent_next++ % HAK_HUGE_RECENT] = maplen;
     hak_huge_t *h = cache_take(maplen, malign, budget(now), now, &tail, &tail_len);
     hak_huge_t *grow = h == NULL && malign == HAK_SS_SIZE ? cache_take_largest() : NULL;
@@ -378,9 +378,9 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
         return make_live(h, size, off);
     }
     HAK_STAT_ADD(bigcache_misses, 1);
-    void *base = _hak_os_map_aligned(maplen, malign);
+    void *base = HAK_OS(HUGE, _hak_os_map_aligned(maplen, malign));
     if (base == NULL || !_hak_chunkmap_add_huge(base, base, maplen)) {
-        if (base) _hak_os_unmap(base, maplen);
+        if (base) HAK_OS(HUGE, _hak_os_unmap(base, maplen));
         HAK_STAT_SUB(huge_allocs, 1);
         HAK_STAT_SUB(huge_live, 1);
         return NULL;
@@ -400,9 +400,9 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
     if (!_hak_huge_check(h, p, "free")) return;
     HAK_STAT_ADD(huge_frees, 1);
     HAK_STAT_SUB(huge_live, 1);
-    atomic_fetch_sub_explicit(&live_bytes, h->size, memory_order_relaxed);
+    HAK_RMW(HUGE, atomic_fetch_sub_explicit(&live_bytes, h->size, memory_order_relaxed));
     uint64_t now = _hak_now_ms();
-    hak_lock(&huge_lock);
+    HAK_LOCK(&huge_lock, HUGE);
     hak_assert(slack_bytes >= slack_of(h));
     slack_bytes -= slack_of(h);
     size_t limit = budget(now);
@@ -472,15 +472,15 @@ size_t _hak_huge_usable(const hak_huge_t *h) {
  * the block's header at its new place, or NULL with h as it was. */
 static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
     size_t oldlen = h->maplen;
-    void *dst = _hak_os_map_aligned(newlen, HAK_SS_SIZE);
+    void *dst = HAK_OS(HUGE, _hak_os_map_aligned(newlen, HAK_SS_SIZE));
     if (dst == NULL) return NULL;
     if (!_hak_chunkmap_add_huge(dst, dst, newlen)) {      /* makes the leaves (4) */
-        _hak_os_unmap(dst, newlen);                       /* registered nowhere */
+        HAK_OS(HUGE, _hak_os_unmap(dst, newlen));         /* registered nowhere */
         return NULL;
     }
     _hak_chunkmap_remove(dst, newlen);
     _hak_chunkmap_remove(h, oldlen);                      /* (1): before the mremap */
-    if (!_hak_os_remap_aligned(h, oldlen, newlen, h->thp_len, &dst)) {
+    if (!HAK_OS(HUGE, _hak_os_remap_aligned(h, oldlen, newlen, h->thp_len, &dst))) {
         if (!_hak_chunkmap_add_huge(h, h, oldlen))        /* its leaves exist (4) */
             _hak_assert_fail("huge realloc: re-registering a block that did not move",
                              __FILE__, __LINE__);
@@ -496,7 +496,7 @@ static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
 static bool slack_resize(size_t old_slack, size_t new_slack) {
     if (new_slack == old_slack) return true;
     uint64_t now = _hak_now_ms();
-    hak_lock(&huge_lock);
+    HAK_LOCK(&huge_lock, HUGE);
     bool ok = new_slack < old_slack ||
               cache_bytes + slack_bytes + (new_slack - old_slack) <= budget(now);
     if (ok) slack_bytes = slack_bytes - old_slack + new_slack;
@@ -509,9 +509,9 @@ static void *resized(hak_huge_t *h, size_t size, size_t newlen) {
     size_t end = hak_align_up(h->offset + size, HAK_PAGE);
     if (h->used < end) h->used = end;            /* the program may write all of it */
     h->maplen = newlen;
-    atomic_fetch_add_explicit(&live_bytes, size - h->size, memory_order_relaxed);  /* mod 2^64 */
+    HAK_RMW(HUGE, atomic_fetch_add_explicit(&live_bytes, size - h->size, memory_order_relaxed));  /* mod 2^64 */
     h->size = size;
-    _hak_os_thp_cover(h, h->offset + size, &h->thp_len);
+    HAK_OS(HUGE, _hak_os_thp_cover(h, h->offset + size, &h->thp_len));
     return (char *)h + h->offset;
 }
 
@@ -535,7 +535,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         char *tail = (char *)h + newlen;
         size_t tlen = h->maplen - newlen;
         _hak_chunkmap_remove(tail, tlen);   /* (1): before the munmap */
-        _hak_os_unmap(tail, tlen);
+        HAK_OS(HUGE, _hak_os_unmap(tail, tlen));
         HAK_STAT_SUB(huge_mapped, tlen);
         if (h->thp_len > newlen) h->thp_len = newlen;
         if (h->used > newlen) h->used = newlen;
@@ -548,18 +548,18 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
      * (a copy into resident memory, cheaper than faulting fresh pages in); else move the
      * page tables to a fresh mapping; else a new block and a copy. */
     hak_huge_t *nh = NULL;
-    if (_hak_os_remap_aligned_inplace(h, oldlen, newlen, h->thp_len)) {
+    if (HAK_OS(HUGE, _hak_os_remap_aligned_inplace(h, oldlen, newlen, h->thp_len))) {
         /* the range after us was free, so no one else has entries there (1) */
         if (_hak_chunkmap_add_huge(h, (char *)h + oldlen, newlen - oldlen))
             nh = h;
         else                                /* registered nowhere: back to the old size */
-            _hak_os_unmap((char *)h + oldlen, newlen - oldlen);
+            HAK_OS(HUGE, _hak_os_unmap((char *)h + oldlen, newlen - oldlen));
     }
     if (nh == NULL) {
         void *tail;
         size_t tail_len;
         uint64_t now = _hak_now_ms();
-        hak_lock(&huge_lock);
+        HAK_LOCK(&huge_lock, HUGE);
         hak_huge_t *c = cache_take(chunks_for(HAK_HUGE_HDR, size), HAK_SS_SIZE, budget(now),
                                    now, &tail, &tail_len);
         huge_unlock();
@@ -594,14 +594,14 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
 }
 
 size_t _hak_huge_purge_tick(void) {
-    hak_lock(&huge_lock);
+    HAK_LOCK(&huge_lock, HUGE);
     purge_cache_locked(false);
     huge_unlock();
     return _hak_huge_cached();
 }
 
 size_t _hak_huge_purge(bool all) {
-    hak_lock(&huge_lock);
+    HAK_LOCK(&huge_lock, HUGE);
     size_t bytes = 0;
     hak_huge_t *list = NULL;
     if (all) {

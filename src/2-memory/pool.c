@@ -83,7 +83,9 @@ static void pool_take(void) {
     if (unlikely(!hak_trylock(&pool->lock))) {
         hak_lock(&pool->lock);
         HAK_STAT_ADD_LOCKED(pool_waits, 1);
+        HAK_COUNT_ADD(POOL, LOCK_WAIT);     /* (counted by hand: the try is this one) */
     }
+    HAK_COUNT_ADD(POOL, LOCK);
 }
 
 /* Work for after the unlock (under the lock until then): superslabs to unmap, linked
@@ -123,7 +125,7 @@ size_t _hak_pool_dirty(void) { return relaxed_load(&dirty_seen); }
 
 static hak_superslab_t *ss_map(void) {
     void *m = _hak_arena_take();
-    if (m == NULL) m = _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE);
+    if (m == NULL) m = HAK_OS(POOL, _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE));
     if (m == NULL) return NULL;
     hak_superslab_t *ss = m;                /* fresh pages read as zero */
     uint64_t live = HAK_STAT_ADD(superslabs_live, 1) + 1;
@@ -137,7 +139,7 @@ static hak_superslab_t *ss_map(void) {
         HAK_STAT_SUB(superslabs_live, 1);
         HAK_STAT_SUB(ss_mapped, HAK_SS_SIZE);
         HAK_STAT_SUB(clean_bytes, (HAK_UNITS - 1) * HAK_UNIT_SIZE);
-        if (!_hak_arena_give(ss)) _hak_os_unmap(ss, HAK_SS_SIZE);
+        if (!_hak_arena_give(ss)) HAK_OS(POOL, _hak_os_unmap(ss, HAK_SS_SIZE));
         return NULL;
     }
     return ss;                             /* on no list yet: the caller files it, locked */
@@ -241,7 +243,7 @@ static void run_deferred(hak_superslab_t *gone, purge_job_t *jobs, unsigned n) {
     while (gone != NULL) {
         hak_superslab_t *next = gone->all_link.next;
         _hak_chunkmap_remove(gone, HAK_SS_SIZE);
-        if (!_hak_arena_give(gone)) _hak_os_unmap(gone, HAK_SS_SIZE);
+        if (!_hak_arena_give(gone)) HAK_OS(POOL, _hak_os_unmap(gone, HAK_SS_SIZE));
         gone = next;
     }
     uint32_t stale[PURGE_BATCH];
@@ -253,17 +255,17 @@ static void run_deferred(hak_superslab_t *gone, purge_job_t *jobs, unsigned n) {
             unsigned len = (unsigned)__builtin_ctzll(~((uint64_t)d >> u));   /* the run */
             uint32_t run = (uint32_t)((((uint64_t)1 << len) - 1) << u);
             char *at = (char *)jobs[i].ss + (size_t)u * HAK_UNIT_SIZE;
-            if (!_hak_os_purge(at, (size_t)len * HAK_UNIT_SIZE)) stale[i] |= run;
+            if (!HAK_OS(POOL, _hak_os_purge(at, (size_t)len * HAK_UNIT_SIZE))) stale[i] |= run;
             d &= ~run;
         }
     }
     if (n == 0) return;
     pool_take();
     for (unsigned i = 0; i < n; i++) purge_back(&jobs[i], stale[i]);
-    atomic_fetch_add(&mapped_seq, 1);
+    HAK_RMW(POOL, atomic_fetch_add(&mapped_seq, 1));
     relaxed_store(&dirty_seen, pool->dirty_bytes);
     hak_unlock(&pool->lock);
-    _hak_os_wake_all(&mapped_seq);            /* threads that waited for these units */
+    HAK_OS(POOL, _hak_os_wake_all(&mapped_seq));   /* threads that waited for these units */
 }
 
 /* What has been dirty for the purge delay (all: everything dirty), oldest first, as much
@@ -355,7 +357,7 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
     while ((ss = _hak_pool_find(n, &avail)) == NULL && map_new && (mapping || purging_units != 0)) {
         int seq = atomic_load(&mapped_seq);
         pool_unlock();
-        _hak_os_wait(&mapped_seq, seq, -1);
+        HAK_OS(POOL, _hak_os_wait(&mapped_seq, seq, -1));
         pool_take();
     }
     if (ss != NULL) {
@@ -374,11 +376,11 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
         ss = ss_map();                      /* (mapped unlocked) */
         pool_take();
         mapping = false;
-        atomic_fetch_add(&mapped_seq, 1);
+        HAK_RMW(POOL, atomic_fetch_add(&mapped_seq, 1));
         woke = true;
         if (ss == NULL) {
             pool_unlock();
-            _hak_os_wake_all(&mapped_seq);  /* (they try for themselves) */
+            HAK_OS(POOL, _hak_os_wake_all(&mapped_seq));  /* (they try for themselves) */
             return NULL;
         }
         HAK_QUEUE_PUSH_FRONT(&pool->all, ss, all_link);
@@ -417,7 +419,7 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
     _hak_span_mark_units(ss, (unsigned)u, n, cls, capacity, front);
     maybe_purge();
     pool_unlock();
-    if (woke) _hak_os_wake_all(&mapped_seq);
+    if (woke) HAK_OS(POOL, _hak_os_wake_all(&mapped_seq));
 
     hak_span_t *s = &ss->spans[u];
     _hak_span_init(s, cls, capacity, front, zero);

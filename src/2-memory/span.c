@@ -191,8 +191,8 @@ FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
  * block. Returns the blocks that came home. */
 uint32_t _hak_span_collect_remote(hak_span_t *s) {
     if ((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0) return 0;
-    uintptr_t v = atomic_fetch_and_explicit(&s->remote, (uintptr_t)HAK_RS_MASK,
-                                            memory_order_acquire);
+    uintptr_t v = HAK_RMW(SPAN_REMOTE, atomic_fetch_and_explicit(&s->remote, (uintptr_t)HAK_RS_MASK,
+                                                                 memory_order_acquire));
     void *head = (void *)(v & ~(uintptr_t)HAK_RS_MASK);
     if (head == NULL) return 0;
     return unlikely(_hak_opt.check) ? collect_list(s, head, true) : collect_list(s, head, false);
@@ -266,7 +266,7 @@ size_t _hak_span_purge_pages(hak_span_t *s) {
             run++;
         }
         char *base = (char *)((uintptr_t)s->start & ~(uintptr_t)(HAK_UNIT_SIZE - 1));
-        _hak_os_purge(base + pg * HAK_PAGE, (run - pg) * HAK_PAGE);
+        HAK_OS(HEAP, _hak_os_purge(base + pg * HAK_PAGE, (run - pg) * HAK_PAGE));
         bytes += (run - pg) * HAK_PAGE;
         pg = run;
     }
@@ -302,7 +302,7 @@ static bool restore_page(hak_span_t *s) {
 static HAK_TLS uint64_t rng;
 
 static uint64_t random64(void) {
-    if (rng == 0) rng = _hak_os_random() | 1;
+    if (rng == 0) rng = HAK_OS(HEAP, _hak_os_random()) | 1;
     rng ^= rng << 13;
     rng ^= rng >> 7;
     rng ^= rng << 17;
@@ -440,21 +440,21 @@ static _Atomic uint32_t notify_waiters;
 static _Atomic int notify_seq;
 
 void _hak_span_wait_notifier(hak_span_t *s) {
-    atomic_fetch_add(&notify_waiters, 1);
+    HAK_RMW(NOTIFY, atomic_fetch_add(&notify_waiters, 1));
     for (;;) {
         int seq = atomic_load(&notify_seq);
         if ((atomic_load(&s->remote) & HAK_RS_MASK) != HAK_RS_NOTIFYING) break;
-        _hak_os_wait(&notify_seq, seq, -1);
+        HAK_OS(NOTIFY, _hak_os_wait(&notify_seq, seq, -1));
     }
-    atomic_fetch_sub(&notify_waiters, 1);
+    HAK_RMW(NOTIFY, atomic_fetch_sub(&notify_waiters, 1));
 }
 
 /* The hand-over's end: the state back to NORMAL, and a waiting owner woken. */
 void _hak_span_notify_done(hak_span_t *s) {
-    atomic_fetch_and(&s->remote, ~(uintptr_t)HAK_RS_MASK);
+    HAK_RMW(SPAN_REMOTE, atomic_fetch_and(&s->remote, ~(uintptr_t)HAK_RS_MASK));
     if (atomic_load(&notify_waiters) != 0) {
-        atomic_fetch_add(&notify_seq, 1);
-        _hak_os_wake_all(&notify_seq);
+        HAK_RMW(NOTIFY, atomic_fetch_add(&notify_seq, 1));
+        HAK_OS(NOTIFY, _hak_os_wake_all(&notify_seq));
     }
 }
 
@@ -505,8 +505,9 @@ FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked, const void *key
         if (checked) ((uintptr_t *)p)[1] = (uintptr_t)top ^ LINK_KEY;
         /* FULL becomes NOTIFYING, the others stay: (state + 1) & 2 maps 0, 1, 2 to 0, 2, 2 */
         nv = (uintptr_t)p | ((old + 1) & HAK_RS_NOTIFYING);
-    } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_acq_rel,
-                                                    memory_order_relaxed));
+    } while (!HAK_RMW(SPAN_REMOTE, atomic_compare_exchange_weak_explicit(&s->remote, &old, nv,
+                                                                         memory_order_acq_rel,
+                                                                         memory_order_relaxed)));
     if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
     return true;
 }
@@ -536,8 +537,9 @@ static void chain_push(hak_span_t *s, void *head, void *tail) {
         }
         *(void **)tail = top;
         nv = (uintptr_t)head | ((old + 1) & HAK_RS_NOTIFYING);
-    } while (!atomic_compare_exchange_weak_explicit(&s->remote, &old, nv, memory_order_acq_rel,
-                                                    memory_order_relaxed));
+    } while (!HAK_RMW(SPAN_REMOTE, atomic_compare_exchange_weak_explicit(&s->remote, &old, nv,
+                                                                         memory_order_acq_rel,
+                                                                         memory_order_relaxed)));
     if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
 }
 
@@ -645,18 +647,21 @@ void _hak_span_notify_push(_Atomic(hak_span_t *) *stack, hak_span_t *s) {
     hak_span_t *top = relaxed_load(stack);
     do {
         s->notify_next = top;
-    } while (!atomic_compare_exchange_weak_explicit(stack, &top, s, memory_order_release,
-                                                    memory_order_relaxed));
+    } while (!HAK_RMW(NOTIFY, atomic_compare_exchange_weak_explicit(stack, &top, s,
+                                                                    memory_order_release,
+                                                                    memory_order_relaxed)));
 }
 
 bool _hak_span_try_mark_full(hak_span_t *s) {
     uintptr_t expect = HAK_RS_NORMAL;
-    return atomic_compare_exchange_strong_explicit(&s->remote, &expect, (uintptr_t)HAK_RS_FULL,
-                                                   memory_order_acq_rel, memory_order_relaxed);
+    return HAK_RMW(SPAN_REMOTE, atomic_compare_exchange_strong_explicit(
+                       &s->remote, &expect, (uintptr_t)HAK_RS_FULL, memory_order_acq_rel,
+                       memory_order_relaxed));
 }
 
 bool _hak_span_try_unmark_full(hak_span_t *s) {
     uintptr_t expect = HAK_RS_FULL;
-    return atomic_compare_exchange_strong_explicit(&s->remote, &expect, (uintptr_t)HAK_RS_NORMAL,
-                                                   memory_order_acq_rel, memory_order_relaxed);
+    return HAK_RMW(SPAN_REMOTE, atomic_compare_exchange_strong_explicit(
+                       &s->remote, &expect, (uintptr_t)HAK_RS_NORMAL, memory_order_acq_rel,
+                       memory_order_relaxed));
 }

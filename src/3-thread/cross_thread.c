@@ -47,7 +47,8 @@ static void aband_remove(hak_span_t *s) {        /* aband_lock(s->cls) held */
  * finished yet goes back on the stack for the next drain, so that a span is never on the
  * partial list while it may still be NOTIFYING. */
 void _hak_heap_drain_notified(hak_heap_t *h) {
-    hak_span_t *s = atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);
+    hak_span_t *s = HAK_RMW(NOTIFY, atomic_exchange_explicit(&h->notified, NULL,
+                                                             memory_order_acquire));
     while (s != NULL) {
         hak_span_t *next = s->notify_next;
         if ((atomic_load_explicit(&s->remote, memory_order_acquire) & HAK_RS_MASK) == HAK_RS_NOTIFYING) {
@@ -70,7 +71,7 @@ void _hak_heap_drain_notified(hak_heap_t *h) {
 
 hak_span_t *_hak_heap_adopt(hak_heap_t *h, size_t c) {
     if (relaxed_load(&n_abandoned[c]) == 0) return NULL;   /* a hint: checked again below */
-    hak_lock(aband_lock(c));
+    HAK_LOCK(aband_lock(c), ABANDONED);
     hak_span_t *s = abandoned[c];
     if (s != NULL) {
         aband_remove(s);
@@ -82,7 +83,7 @@ hak_span_t *_hak_heap_adopt(hak_heap_t *h, size_t c) {
 }
 
 static void abandon(hak_span_t *s) {
-    hak_lock(aband_lock(s->cls));        /* owner and list change under the lock, where
+    HAK_LOCK(aband_lock(s->cls), ABANDONED);   /* owner and list change under the lock, where
                                             _hak_heap_adopt_on_free reads them */
     _hak_span_set_owner(s, NULL);
     s->list = SPAN_ABANDONED;
@@ -100,7 +101,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     if (h == NULL) return false;                                           /* late */
     /* (p is a live block of s, so s keeps its class while this runs) */
     pthread_mutex_t *lock = aband_lock(s->cls);
-    hak_lock(lock);
+    HAK_LOCK(lock, ABANDONED);
     /* owner first: `list` is the owner's own field, written without this lock */
     if (relaxed_load(&s->owner) != NULL || s->list != SPAN_ABANDONED) {
         hak_unlock(lock);
@@ -111,7 +112,7 @@ bool _hak_heap_adopt_on_free(hak_span_t *s, void *p) {
     _hak_span_set_owner(s, h);
     s->list = SPAN_LOOSE;
     hak_unlock(lock);
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, HEAP);
     _hak_span_collect_remote(s);
     hak_bin_t *bin = &h->bins[s->cls];
     if (s->nfree == 0 && s->bump == s->end && _hak_span_try_mark_full(s)) {
@@ -164,7 +165,7 @@ static size_t reclaim_locked(hak_heap_t *h, bool deep) {
 void _hak_heap_release_idle(hak_heap_t *h, bool deep) {
     if (h == &_hak_empty_heap) return;
     _hak_tcache_quarantine_flush(h);
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, HEAP);
     reclaim_locked(h, deep);
     hak_unlock(&h->lock);
 }
@@ -180,12 +181,12 @@ void _hak_heap_reclaim_all(int depth) {
      * that finds a pass under way does not queue behind it (threads that start together
      * would convoy there): it goes on to map. */
     if (depth == RECLAIM_SPANS) {
-        if (!hak_trylock(&reclaim_lock)) return;
+        if (!HAK_TRYLOCK(&reclaim_lock, RECLAIM)) return;
     } else {
-        hak_lock(&reclaim_lock);
+        HAK_LOCK(&reclaim_lock, RECLAIM);
     }
     for (hak_heap_t *h = __atomic_load_n(&_hak_heaps_all, __ATOMIC_ACQUIRE); h != NULL; h = h->next_all) {
-        if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || !hak_trylock(&h->lock))
+        if (!__atomic_load_n(&h->live, __ATOMIC_RELAXED) || !HAK_TRYLOCK(&h->lock, RECLAIM))
             continue;
         bool idle = h->slow_ticks == h->seen_ticks;
         h->seen_ticks = h->slow_ticks;
@@ -201,7 +202,7 @@ void _hak_heap_reclaim_all(int depth) {
 void _hak_heap_sweep_abandoned(void) {
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         if (relaxed_load(&n_abandoned[c]) == 0) continue;
-        hak_lock(aband_lock(c));
+        HAK_LOCK(aband_lock(c), ABANDONED);
         hak_span_t *s = abandoned[c];
         while (s != NULL) {
             hak_span_t *next = s->next;
@@ -229,7 +230,8 @@ static void unpark_full(hak_span_t *s, bool wait) {
             _hak_span_wait_notifier(s);       /* sleeps: the notifier may be descheduled */
         } else {
             if (st == HAK_RS_NOTIFYING)   /* fork child: the notifier no longer exists */
-                atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK, memory_order_release);
+                HAK_RMW(SPAN_REMOTE, atomic_fetch_and_explicit(&s->remote, ~(uintptr_t)HAK_RS_MASK,
+                                                              memory_order_release));
             return;
         }
     }
@@ -241,7 +243,7 @@ static void unpark_full(hak_span_t *s, bool wait) {
 static void unpark_all(hak_heap_t *h, bool wait) {
     for (size_t c = 0; c < HAK_NCLASSES; c++)
         for (hak_span_t *s = h->bins[c].full; s != NULL; s = s->next) unpark_full(s, wait);
-    atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire);
+    HAK_RMW(NOTIFY, atomic_exchange_explicit(&h->notified, NULL, memory_order_acquire));
 }
 
 static void hand_back(hak_span_t *s) {
@@ -257,7 +259,7 @@ void _hak_heap_thread_exit(void *arg) {
     _hak_span_batches_flush(&h->rb);
     _hak_tcache_quarantine_flush(h);
     _hak_tcache_flush_all(h);
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, HEAP);
     unpark_all(h, true);
     for (size_t c = 0; c < HAK_NCLASSES; c++) {
         hak_bin_t *bin = &h->bins[c];

@@ -107,7 +107,7 @@ enum { META_CHUNK = 256 * 1024 };
 static hak_heap_t *heap_new(void) {
     size_t sz = hak_align_up(sizeof(hak_heap_t), 64);
     char *fresh = NULL;                    /* a chunk for heap structs, mapped unlocked */
-    hak_lock(&heaps_lock);
+    HAK_LOCK(&heaps_lock, HEAP_LIST);
     while (heaps_free == NULL && (meta_cur == NULL || (size_t)(meta_end - meta_cur) < sz)) {
         if (fresh != NULL) {
             meta_cur = fresh;
@@ -116,8 +116,8 @@ static hak_heap_t *heap_new(void) {
             break;
         }
         hak_unlock(&heaps_lock);           /* (threads that start wait for this lock) */
-        if ((fresh = _hak_os_map(META_CHUNK)) == NULL) return NULL;
-        hak_lock(&heaps_lock);
+        if ((fresh = HAK_OS(HEAP_LIST, _hak_os_map(META_CHUNK))) == NULL) return NULL;
+        HAK_LOCK(&heaps_lock, HEAP_LIST);
     }
     hak_heap_t *h = heaps_free;
     if (h != NULL) {
@@ -132,10 +132,11 @@ static hak_heap_t *heap_new(void) {
     }
     h->next_free = NULL;
     hak_unlock(&heaps_lock);
-    if (fresh != NULL) _hak_os_unmap(fresh, META_CHUNK);   /* another thread made room */
+    if (fresh != NULL)                     /* another thread made room */
+        HAK_OS(HEAP_LIST, _hak_os_unmap(fresh, META_CHUNK));
 
     /* A reclaimer may still hold a recycled heap's lock (it saw the heap live): wait */
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, HEAP_LIST);
     memset(h->tc, 0, sizeof h->tc);
     memset(h->moved, 0, sizeof h->moved);
     memset(h->bins, 0, sizeof h->bins);
@@ -161,7 +162,8 @@ static hak_heap_t *heap_new(void) {
     h->sample_epoch = 0;                 /* the sampler draws its countdowns on first use */
     __atomic_store_n(&h->special, hak_sample_ever(), __ATOMIC_RELAXED);
     hak_unlock(&h->lock);
-    hak_lock(&heaps_lock);           /* only now may reclaimers (which skip heaps not live) see it */
+    /* only now may reclaimers (which skip heaps not live) see it */
+    HAK_LOCK(&heaps_lock, HEAP_LIST);
     __atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
     hak_unlock(&heaps_lock);
     return h;
@@ -172,7 +174,7 @@ static hak_heap_t *heap_new(void) {
 static hak_heap_t *service_heap_get(hak_heap_t **slot, uintptr_t key) {
     hak_heap_t *h = atomic_load_explicit((_Atomic(hak_heap_t *) *)slot, memory_order_acquire);
     if (h != NULL) return h;
-    hak_lock(&make_lock);
+    HAK_LOCK(&make_lock, HEAP_LIST);
     if ((h = *slot) == NULL && (h = heap_new()) != NULL) {
         for (size_t c = 0; c < HAK_NCLASSES; c++) h->tc[c].cap = 0, hak_tc_set_room(&h->tc[c], 1);
         h->shared = 1;
@@ -196,7 +198,7 @@ static hak_heap_t *thread_init(void) {
     bool keyed = atomic_load_explicit(&thread_key_ok, memory_order_acquire);
     h->key = keyed ? hak_thread_key() : HAK_REMOTE_OWNER;
     HAK_STAT_ADD(threads_total, 1);
-    atomic_fetch_add_explicit(&threads_live, 1, memory_order_relaxed);
+    HAK_RMW(HEAP_LIST, atomic_fetch_add_explicit(&threads_live, 1, memory_order_relaxed));
     /* Publish before pthread_setspecific: it may call calloc, which then finds this heap. */
     _hak_thread_heap = h;
     if (keyed && pthread_setspecific(thread_key, h) != 0) {
@@ -384,7 +386,7 @@ void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t c, size_t align) {
         ((void **)b)[1] = NULL;
         return b;
     }
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, HEAP);
     h->slow_ticks++;
     void *b = aligned_locked(h, c, align);
     hak_unlock(&h->lock);
@@ -396,7 +398,7 @@ void *_hak_heap_alloc_aligned(hak_heap_t *h, size_t c, size_t align) {
 static SLOW_PATH void *shared_refill(size_t c, size_t n, bool *zero) {
     hak_heap_t *h = shared_heap_get();
     if (h == NULL) return NULL;
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, SHARED_HEAP);
     void *b = refill_locked(h, c, n, zero);
     hak_unlock(&h->lock);
     return b;
@@ -407,7 +409,7 @@ void *_hak_heap_prof_alloc(size_t c, size_t n, bool clear) {
     hak_heap_t *h = service_heap_get(&prof_heap, HAK_SAMPLED_OWNER);
     if (h == NULL) return NULL;
     bool zero = false;
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, PROF);
     void *b = refill_locked(h, c, n, &zero);
     hak_unlock(&h->lock);
     if (b != NULL && clear && !zero) memset(b, 0, n);
@@ -417,7 +419,7 @@ void *_hak_heap_prof_alloc(size_t c, size_t n, bool clear) {
 void *_hak_heap_prof_alloc_aligned(size_t c, size_t align) {
     hak_heap_t *h = service_heap_get(&prof_heap, HAK_SAMPLED_OWNER);
     if (h == NULL) return NULL;
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, PROF);
     void *b = aligned_locked(h, c, align);
     hak_unlock(&h->lock);
     return b;
@@ -470,7 +472,7 @@ void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
         /* one of the thread's first blocks of c, from the shared heap */
     } else {
         if (unlikely(h->rb.used != 0)) _hak_span_batches_flush(&h->rb);   /* (its slow path) */
-        hak_lock(&h->lock);
+        HAK_LOCK(&h->lock, HEAP);
         b = refill_locked(h, c, n, &zero);
         hak_unlock(&h->lock);
     }
@@ -551,8 +553,8 @@ void _hak_heap_retire(hak_heap_t *h) {
         _hak_thread_heap = &_hak_empty_heap;
         thread_done = true;
     }
-    atomic_fetch_sub_explicit(&threads_live, 1, memory_order_relaxed);
-    hak_lock(&heaps_lock);
+    HAK_RMW(HEAP_LIST, atomic_fetch_sub_explicit(&threads_live, 1, memory_order_relaxed));
+    HAK_LOCK(&heaps_lock, HEAP_LIST);
     merge_stats(h);
     __atomic_store_n(&h->live, 0, __ATOMIC_RELAXED);
     h->next_free = heaps_free;
@@ -563,7 +565,7 @@ void _hak_heap_retire(hak_heap_t *h) {
 /* Statistics: the live heaps' counters (relaxed reads of other threads' plain counters: a
  * snapshot, exact once they stop) and what exited threads left. */
 void _hak_heap_stats_add(hak_stats_t *out) {
-    hak_lock(&heaps_lock);
+    HAK_LOCK(&heaps_lock, HEAP_LIST);
     for (hak_heap_t *h = _hak_heaps_all; h != NULL; h = h->next_all) {
         if (!h->live) continue;
         for (size_t c = 0; c < HAK_NCLASSES; c++) {

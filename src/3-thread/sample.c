@@ -80,7 +80,7 @@ static double one_minus_exp_neg(double x) {
 }
 
 static uint64_t next_random(uint64_t *s) {          /* xorshift64*, never 0 */
-    if (*s == 0) *s = _hak_os_random() | 1;
+    if (*s == 0) *s = HAK_OS(PROF, _hak_os_random()) | 1;
     uint64_t x = *s;
     x ^= x >> 12;
     x ^= x << 25;
@@ -127,7 +127,7 @@ static inline void sync_epoch(hak_heap_t *h) {
 
 void _hak_sample_start(uint64_t rate) {
     atomic_store_explicit(&_hak_sample_rate, rate, memory_order_relaxed);
-    atomic_fetch_add_explicit(&_hak_sample_epoch, 1, memory_order_relaxed);
+    HAK_RMW(PROF, atomic_fetch_add_explicit(&_hak_sample_epoch, 1, memory_order_relaxed));
     atomic_store_explicit(&_hak_sample_on, true, memory_order_release);
     /* Other threads' heaps: their slow paths take the hooks from now on, free's too (a
      * thread that cycles within its cache meets no other slow path). Stored relaxed, as

@@ -131,7 +131,7 @@ SLOW_PATH bool _hak_tcache_is_free(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     for (void *b = tc->head; b != NULL && n-- > 0; b = *(void **)b)
         if (b == p) return true;
     hak_span_t *s = hak_span_of(hak_ss_of(p), p);
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, HEAP);
     _hak_span_collect_remote(s);            /* the remote list's blocks home, checked */
     bool found = hak_span_is_free(s, p);
     hak_unlock(&h->lock);
@@ -173,7 +173,7 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
     h->active |= 1ull << (tc - h->tc);
     unit_memo_t memo = { 0, NULL, NULL };
     uint32_t left = n;
-    hak_lock(&h->lock);
+    HAK_LOCK(&h->lock, HEAP);
     h->slow_ticks++;
     for (; left > 0 && b != NULL; left--) {
         if (unlikely(!cached_ok(h, tc, &memo, b, true))) {
@@ -278,7 +278,7 @@ void _hak_tcache_housekeep(hak_heap_t *h, bool pages) {
         h->drain_cap[c] = 0;
         h->ramp[c] = 0;                              /* back in use: a slow start again */
         if (!pages) continue;
-        hak_lock(&h->lock);
+        HAK_LOCK(&h->lock, HEAP);
         hak_bin_t *bin = &h->bins[c];
         for (hak_span_t *s = bin->partial; s != NULL; s = s->next) _hak_heap_purge_pages(s);
         if (bin->cur != NULL) _hak_heap_purge_pages(bin->cur);

@@ -110,7 +110,7 @@ static void take_all(void) {
             init_fork(HAK_FORK_PARENT);
         }
         _hak_os_stdio_unlock();
-        hak_lock(busy);                        /* until its holder is done with it */
+        HAK_LOCK(busy, INIT);                  /* until its holder is done with it */
         hak_unlock(busy);
     }
 }
@@ -154,11 +154,12 @@ static void fork_child(void) {
     if (took & 2) modules_after(HAK_FORK_CHILD);
     if (took & 1) _hak_os_stdio_reset();   /* (fork did too) */
     _hak_purge_thread_after_fork_child();  /* (stores only: right after any fork) */
+    HAK_COUNT_FORK_CHILD();                /* the counting build's counts: the child's own */
 }
 
 void _hak_init(void) {
     if (atomic_load_explicit(&_hak_init_state, memory_order_acquire) >= 2) return;
-    hak_lock(&init_lock);
+    HAK_LOCK(&init_lock, INIT);
     if (atomic_load_explicit(&_hak_init_state, memory_order_relaxed) == 0) {
         atomic_store_explicit(&_hak_init_state, 1, memory_order_relaxed);
         _hak_options_init();

@@ -148,7 +148,7 @@ static void bigcache_step(uint64_t now) {
 /* The purge decision, at most every HAK_LEARN_TICK_MS, by whoever comes first. */
 void _hak_learn_tick(uint64_t now) {
     if (mode == HAK_LEARN_OFF || now < relaxed_load(&next_tick_ms)) return;
-    if (!hak_trylock(&tick_lock)) return;
+    if (!HAK_TRYLOCK(&tick_lock, LEARNING)) return;
     if (now >= relaxed_load(&next_tick_ms)) {
         relaxed_store(&next_tick_ms, now + HAK_LEARN_TICK_MS);
         uint64_t purged, refaulted;

@@ -64,7 +64,7 @@ static void put_msg(buf_t *b, unsigned field, buf_t *m) {
 }
 
 static void buf_free(buf_t *b) {
-    if (b->p != NULL) _hak_os_unmap(b->p, b->cap);
+    if (b->p != NULL) HAK_OS(PROF, _hak_os_unmap(b->p, b->cap));
     b->p = NULL;
     b->n = b->cap = 0;
 }
@@ -189,6 +189,7 @@ static uint32_t crc32_of(const uint8_t *p, size_t n) {
 static bool out_write(int fd, const void *p, size_t n) {
     const char *s = p;
     while (n > 0) {
+        HAK_COUNT_ADD(PROF, SYS_OTHER);
         ssize_t w = write(fd, s, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return false;
@@ -227,13 +228,13 @@ static int64_t rounded(double v) { return v <= 0 ? 0 : (int64_t)(v + 0.5); }
 bool _hak_pprof_write(int fd, bool gz, const hak_prof_stack_t *stacks, size_t n,
                       const uintptr_t *frames, uint64_t rate) {
     buf_t out = { 0 }, m = { 0 }, lm = { 0 }, packed = { 0 }, locs = { 0 };
-    strings_t *st = _hak_os_map(sizeof *st);
+    strings_t *st = HAK_OS(PROF, _hak_os_map(sizeof *st));
     size_t n_frames = 0;
     for (size_t i = 0; i < n; i++) n_frames += stacks[i].depth;
     size_t loc_cap = 64;
     while (loc_cap < 2 * n_frames + 2) loc_cap *= 2;
-    loc_t *loc = _hak_os_map(loc_cap * sizeof *loc);
-    mapping_t *maps = _hak_os_map(MAX_MAPPINGS * sizeof *maps);
+    loc_t *loc = HAK_OS(PROF, _hak_os_map(loc_cap * sizeof *loc));
+    mapping_t *maps = HAK_OS(PROF, _hak_os_map(MAX_MAPPINGS * sizeof *maps));
     bool ok = st != NULL && loc != NULL && maps != NULL;
     if (ok) {
         memset(st, 0, sizeof *st);
@@ -296,10 +297,10 @@ bool _hak_pprof_write(int fd, bool gz, const hak_prof_stack_t *stacks, size_t n,
     int err = errno;
     if (st != NULL) {
         buf_free(&st->enc);
-        _hak_os_unmap(st, sizeof *st);
+        HAK_OS(PROF, _hak_os_unmap(st, sizeof *st));
     }
-    if (loc != NULL) _hak_os_unmap(loc, loc_cap * sizeof *loc);
-    if (maps != NULL) _hak_os_unmap(maps, MAX_MAPPINGS * sizeof *maps);
+    if (loc != NULL) HAK_OS(PROF, _hak_os_unmap(loc, loc_cap * sizeof *loc));
+    if (maps != NULL) HAK_OS(PROF, _hak_os_unmap(maps, MAX_MAPPINGS * sizeof *maps));
     buf_free(&out);
     buf_free(&m);
     buf_free(&lm);

@@ -70,11 +70,11 @@ bool _hak_prof_grow(void **arr, size_t *cap_bytes, size_t need) {
     if (need <= *cap_bytes) return true;
     size_t cap = *cap_bytes ? *cap_bytes : 64 * 1024;
     while (cap < need) cap *= 2;
-    void *fresh = _hak_os_map(cap);
+    void *fresh = HAK_OS(PROF, _hak_os_map(cap));
     if (fresh == NULL) return false;
     if (*arr != NULL) {
         memcpy(fresh, *arr, *cap_bytes);
-        _hak_os_unmap(*arr, *cap_bytes);
+        HAK_OS(PROF, _hak_os_unmap(*arr, *cap_bytes));
     }
     *arr = fresh;
     *cap_bytes = cap;
@@ -93,7 +93,7 @@ static uint64_t mix(uint64_t x) {
 static bool recs_room(void) {
     if ((recs_live + 1) * 2 <= recs_mask + 1 && recs != NULL) return true;
     size_t cap = recs == NULL ? 4096 : (recs_mask + 1) * 2;
-    rec_t *fresh = _hak_os_map(cap * sizeof *fresh);
+    rec_t *fresh = HAK_OS(PROF, _hak_os_map(cap * sizeof *fresh));
     if (fresh == NULL) return false;
     for (size_t i = 0; recs != NULL && i <= recs_mask; i++) {
         if (recs[i].p == 0) continue;
@@ -101,7 +101,7 @@ static bool recs_room(void) {
         while (fresh[j].p != 0) j = (j + 1) & (cap - 1);
         fresh[j] = recs[i];
     }
-    if (recs != NULL) _hak_os_unmap(recs, recs_cap_bytes);
+    if (recs != NULL) HAK_OS(PROF, _hak_os_unmap(recs, recs_cap_bytes));
     recs = fresh;
     recs_cap_bytes = cap * sizeof *fresh;
     recs_mask = cap - 1;
@@ -152,14 +152,14 @@ static uint32_t stack_get(const uintptr_t *f, uint32_t depth) {
     uint64_t h = stack_hash(f, depth);
     if (stack_index == NULL || (n_stacks + 1) * 2 > stack_index_mask + 1) {
         size_t cap = stack_index == NULL ? 1024 : (stack_index_mask + 1) * 2;
-        uint32_t *fresh = _hak_os_map(cap * sizeof *fresh);
+        uint32_t *fresh = HAK_OS(PROF, _hak_os_map(cap * sizeof *fresh));
         if (fresh == NULL) return UINT32_MAX;
         for (size_t k = 0; k < n_stacks; k++) {
             size_t j = stacks[k].hash & (cap - 1);
             while (fresh[j] != 0) j = (j + 1) & (cap - 1);
             fresh[j] = (uint32_t)k + 1;
         }
-        if (stack_index != NULL) _hak_os_unmap(stack_index, stack_index_cap_bytes);
+        if (stack_index != NULL) HAK_OS(PROF, _hak_os_unmap(stack_index, stack_index_cap_bytes));
         stack_index = fresh;
         stack_index_cap_bytes = cap * sizeof *fresh;
         stack_index_mask = cap - 1;
@@ -187,7 +187,7 @@ static uint32_t stack_get(const uintptr_t *f, uint32_t depth) {
 
 /* Records block p (asked bytes of usable size u) with its stack; false: no memory. */
 static bool record(uintptr_t p, size_t asked, size_t u, const uintptr_t *f, uint32_t depth) {
-    hak_lock(&prof_lock);
+    HAK_LOCK(&prof_lock, PROF);
     uint32_t k = recs_room() ? stack_get(f, depth) : UINT32_MAX;
     if (k != UINT32_MAX) {
         double w = _hak_sample_weight(u, rate_now());
@@ -204,7 +204,7 @@ static bool record(uintptr_t p, size_t asked, size_t u, const uintptr_t *f, uint
 }
 
 bool _hak_prof_forget(const void *p) {
-    hak_lock(&prof_lock);
+    HAK_LOCK(&prof_lock, PROF);
     size_t i = rec_find((uintptr_t)p);
     if (i != SIZE_MAX) {
         hak_prof_stack_t *s = &stacks[recs[i].stack];
@@ -219,7 +219,7 @@ bool _hak_prof_forget(const void *p) {
 }
 
 bool _hak_prof_rekey(const void *p, void *q) {
-    hak_lock(&prof_lock);
+    HAK_LOCK(&prof_lock, PROF);
     size_t i = rec_find((uintptr_t)p);
     bool found = i != SIZE_MAX;
     if (found) {                                    /* (one out, one in: no room needed) */
@@ -289,7 +289,7 @@ static int start(void) {
     backtrace(one, 2);
     in_prof = was;
     _hak_init_fork_late(_hak_prof_fork);
-    hak_lock(&prof_lock);
+    HAK_LOCK(&prof_lock, PROF);
     started_by = getpid();
     hak_unlock(&prof_lock);
     _hak_sample_start((uint64_t)hak_opt_live(prof_sample));
@@ -354,11 +354,12 @@ static bool numbered_path(char *out, size_t cap, int seq) {
 static int dump_to(const char *path) {
     size_t len = strlen(path);
     bool gz = len >= 3 && strcmp(path + len - 3, ".gz") == 0;
+    HAK_COUNT_ADD(PROF, SYS_OTHER);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     bool was = in_prof;
     in_prof = true;
-    hak_lock(&prof_lock);
+    HAK_LOCK(&prof_lock, PROF);
     bool ok = _hak_pprof_write(fd, gz, stacks, n_stacks, frames, rate_now());
     int err = errno;
     hak_unlock(&prof_lock);
@@ -375,7 +376,7 @@ HAK_EXPORT int hak_prof_dump(const char *path) {
     hak_ensure_init();
     if (path != NULL) return dump_to(path);
     char p[600];
-    if (!numbered_path(p, sizeof p, atomic_fetch_add(&dumps, 1) + 1)) {
+    if (!numbered_path(p, sizeof p, HAK_RMW(PROF, atomic_fetch_add(&dumps, 1)) + 1)) {
         errno = ENAMETOOLONG;
         return -1;
     }
@@ -389,7 +390,7 @@ static _Atomic bool dump_wanted;         /* a signal came where no such thread l
 
 static void dump_pending(void) {
     if (unlikely(atomic_load_explicit(&dump_wanted, memory_order_relaxed)) &&
-        atomic_exchange(&dump_wanted, false))
+        HAK_RMW(PROF, atomic_exchange(&dump_wanted, false)))
         hak_prof_dump(NULL);
 }
 
@@ -477,7 +478,7 @@ __attribute__((destructor)) static void prof_at_exit(void) {
     }
     if (_hak_opt.prof_leaks && ours) {
         in_prof = true;
-        hak_lock(&prof_lock);
+        HAK_LOCK(&prof_lock, PROF);
         leak_list();
         hak_unlock(&prof_lock);
         in_prof = false;

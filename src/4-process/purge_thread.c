@@ -48,13 +48,13 @@ static void *purger_main(void *arg) {
     for (;;) {
         int st;
         while ((st = atomic_load_explicit(&state, memory_order_acquire)) == PARKED)
-            _hak_os_wait((_Atomic int *)&state, PARKED, -1);
+            HAK_OS(PURGE, _hak_os_wait((_Atomic int *)&state, PARKED, -1));
         if (st == STOPPING) return NULL;
         int idle_rounds = 0;
         while (idle_rounds < 4) {
             long ms = hak_opt_live(purge_delay_ms) / 2;
             if (ms < 10) ms = 10;
-            _hak_os_wait((_Atomic int *)&state, AWAKE, ms);     /* a stop cuts it short */
+            HAK_OS(PURGE, _hak_os_wait((_Atomic int *)&state, AWAKE, ms));  /* a stop cuts it short */
             if (atomic_load_explicit(&state, memory_order_acquire) == STOPPING) return NULL;
             _hak_heap_reclaim_all(RECLAIM_IDLE_PAGES);   /* idle owners' memory first */
             size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
@@ -67,10 +67,11 @@ static void *purger_main(void *arg) {
         /* The API build cannot see the program's threads end, so its thread ends instead
          * of parking (a thread that has ended keeps no process alive); the next poll with
          * work starts another. */
-        if (atomic_compare_exchange_strong(&state, &awake, NONE)) return NULL;
+        if (HAK_RMW(PURGE, atomic_compare_exchange_strong(&state, &awake, NONE))) return NULL;
 #else
-        atomic_compare_exchange_strong_explicit(&state, &awake, PARKED, memory_order_release,
-                                                memory_order_relaxed);
+        HAK_RMW(PURGE, atomic_compare_exchange_strong_explicit(&state, &awake, PARKED,
+                                                               memory_order_release,
+                                                               memory_order_relaxed));
 #endif
         /* a wake-up that came between the last round and the store is caught at the poll's
          * next call: enough free memory keeps it calling */
@@ -82,7 +83,9 @@ static void *purger_main(void *arg) {
 static void create(int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *),
                    int first) {
     int expected = NONE;
-    if (!_hak_opt.purge_thread || !atomic_compare_exchange_strong(&state, &expected, first)) return;
+    if (!_hak_opt.purge_thread ||
+        !HAK_RMW(PURGE, atomic_compare_exchange_strong(&state, &expected, first)))
+        return;
     sigset_t all, old;                   /* the program's signals are not the thread's */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -92,6 +95,7 @@ static void create(int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(
 #ifdef HAKMEM_NO_OVERRIDE
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);     /* it ends on its own */
 #endif
+    HAK_COUNT_ADD(PURGE, SYS_OTHER);     /* clone (and the C library's stack mapping) */
     if (create_fn(&purger, &attr, purger_main, NULL) != 0) atomic_store(&state, NONE);
     else HAK_STAT_ADD(purge_starts, 1);
     pthread_attr_destroy(&attr);
@@ -127,7 +131,8 @@ void _hak_purge_thread_poll(void) {
     }
 #endif
     int expected = PARKED;
-    if (atomic_compare_exchange_strong(&state, &expected, AWAKE)) _hak_os_wake((_Atomic int *)&state);
+    if (HAK_RMW(PURGE, atomic_compare_exchange_strong(&state, &expected, AWAKE)))
+        HAK_OS(PURGE, _hak_os_wake((_Atomic int *)&state));
 }
 
 /* The program's last thread is ending (override_pthread.c): the C library ends the process
@@ -136,12 +141,13 @@ void _hak_purge_thread_poll(void) {
  * stopped and joined — it has ended, and been counted out, when this returns; a later
  * pthread_create starts a new one. */
 void _hak_purge_thread_stop(void) {
-    int st = atomic_exchange(&state, STOPPING);
+    int st = HAK_RMW(PURGE, atomic_exchange(&state, STOPPING));
     if (st == NONE || st == STOPPING) {
         if (st == NONE) atomic_store(&state, NONE);
         return;
     }
-    _hak_os_wake((_Atomic int *)&state);
+    HAK_OS(PURGE, _hak_os_wake((_Atomic int *)&state));
+    HAK_COUNT_ADD(PURGE, SYS_OTHER);     /* the join's wait */
     pthread_join(purger, NULL);
     atomic_store(&state, NONE);
 }

@@ -58,7 +58,7 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
     uint64_t clean = relaxed_load(&_hak_gstats.clean_bytes) + relaxed_load(&_hak_gstats.huge_purged);
     out->committed = out->mapped > clean ? out->mapped - clean : 0;
     out->purged = relaxed_load(&_hak_gstats.purged_total);
-    out->resident = _hak_os_resident(&out->resident_peak);
+    out->resident = HAK_OS(STATS, _hak_os_resident(&out->resident_peak));
     out->threads_total = relaxed_load(&_hak_gstats.threads_total);
     out->purge_starts = relaxed_load(&_hak_gstats.purge_starts);
     out->purge_rounds = relaxed_load(&_hak_gstats.purge_rounds);

@@ -65,7 +65,7 @@ static const image_t *image_of(const char *path) {
     struct stat sb;
     if (fd < 0) return NULL;
     if (fstat(fd, &sb) == 0 && sb.st_size > (off_t)sizeof(ElfW(Ehdr))) {
-        im->p = _hak_os_map_file(fd, (size_t)sb.st_size);
+        im->p = HAK_OS(PROF, _hak_os_map_file(fd, (size_t)sb.st_size));
         im->len = (size_t)sb.st_size;
     }
     close(fd);

@@ -49,6 +49,7 @@ static void put_row_end(line_t *l) { l->b[l->n < sizeof l->b ? l->n++ : sizeof l
 
 static bool write_all(const char *p, size_t n) {
     while (n > 0) {
+        HAK_COUNT_ADD(TRACE, SYS_OTHER);
         ssize_t w = write(trace_fd, p, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return false;
@@ -109,7 +110,7 @@ static void write_row(bool last) {
         put_n(&l, value);
     }
     put_row_end(&l);
-    hak_lock(&trace_lock);
+    HAK_LOCK(&trace_lock, TRACE);
     if (!trace_done) {
         write_all(l.b, l.n);
         trace_done = last;

@@ -83,7 +83,7 @@ _Atomic unsigned long _hak_unwind_fallbacks;
  * address into that caller: backtrace's entries before it (the return addresses into this
  * function and into _hak_unwind) are dropped. */
 static SLOW_PATH size_t uw_fallback(uintptr_t *out, size_t max, uintptr_t ra0) {
-    atomic_fetch_add_explicit(&_hak_unwind_fallbacks, 1, memory_order_relaxed);
+    HAK_RMW(PROF, atomic_fetch_add_explicit(&_hak_unwind_fallbacks, 1, memory_order_relaxed));
     if (max == 0) return 0;
     void *buf[UW_FALLBACK_FRAMES + UW_FALLBACK_EXTRA];
     void **b = buf;

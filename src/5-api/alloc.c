@@ -117,6 +117,7 @@ FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc, size_t n) {
 }
 
 HAK_EXPORT void *hak_malloc(size_t n) {
+    HAK_COUNT_OP(MALLOC);
     hak_heap_t *h = _hak_thread_heap;
     hak_tcache_t *tc;
     if (unlikely(!hak_malloc_tcache(h, n, &tc))) return huge_alloc(n, 0, false);
@@ -282,12 +283,14 @@ static SLOW_PATH void free_slow(void *p) {
 }
 
 HAK_EXPORT void hak_free(void *p) {
+    HAK_COUNT_OP(FREE);
     hak_unit_t *u;
     if (likely(hak_arena_unit(p, &u))) { free_block(u, p); return; }
     free_slow(p);
 }
 
 HAK_EXPORT void *hak_calloc(size_t count, size_t size) {
+    HAK_COUNT_OP(CALLOC);
     size_t total;
     if (unlikely(__builtin_mul_overflow(count, size, &total))) { errno = ENOMEM; return NULL; }
     if (total > HAK_LARGE_MAX) return huge_alloc(total, 0, true);
@@ -350,6 +353,7 @@ static void *realloc_huge(hak_huge_t *h, void *p, size_t n) {
 }
 
 HAK_EXPORT void *hak_realloc(void *p, size_t n) {
+    HAK_COUNT_OP(REALLOC);                      /* (and the malloc and free of a move) */
     if (p == NULL) return hak_malloc(n);
     if (n == 0) { hak_free(p); return NULL; }        /* glibc's behaviour */
     hak_unit_t *u;
@@ -420,6 +424,7 @@ static SLOW_PATH void *aligned_retry(size_t c, size_t align, size_t n, void *p) 
  * sizes, by the huge tier. */
 static void *alloc_aligned(size_t align, size_t n) {
     if (align <= 16) return hak_malloc(n);
+    HAK_COUNT_OP(ALIGNED);
     if (n > HAK_LARGE_MAX || align > HAK_UNIT_SIZE) return huge_alloc(n, align, false);
     hak_ensure_init();
     size_t need = unlikely(_hak_opt.check) && n + 16 <= HAK_LARGE_MAX ? n + 16 : n;

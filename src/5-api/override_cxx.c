@@ -364,8 +364,10 @@ static SLOW_PATH void *cxx_call_nothrow(void *fn, size_t n, cxx_align_t al, bool
 /* malloc's fast path (alloc.h), the same instructions; anything else is cxx_new_miss. */
 CXX_NEW void *cxx_new(size_t n) {
     hak_tcache_t *tc;
-    if (likely(hak_malloc_tcache(_hak_thread_heap, n, &tc) && tc->head != NULL))
+    if (likely(hak_malloc_tcache(_hak_thread_heap, n, &tc) && tc->head != NULL)) {
+        HAK_COUNT_OP(MALLOC);                   /* (a miss: hak_malloc's) */
         return hak_tc_pop_hit(tc);
+    }
     return cxx_new_miss(n);
 }
 
@@ -378,8 +380,10 @@ CXX_NEW void *cxx_new_nothrow(size_t n, cxx_nothrow_t nt) {
     (void)nt;
     if (unlikely(!cxx_direct())) return cxx_call_nothrow((void *)cxx_resolved.new_, n, 0, false);
     hak_tcache_t *tc;
-    if (likely(hak_malloc_tcache(_hak_thread_heap, n, &tc) && tc->head != NULL))
+    if (likely(hak_malloc_tcache(_hak_thread_heap, n, &tc) && tc->head != NULL)) {
+        HAK_COUNT_OP(MALLOC);                   /* (a miss: hak_malloc's) */
         return hak_tc_pop_hit(tc);
+    }
     return cxx_new_nothrow_miss(n);
 }
 
@@ -388,8 +392,10 @@ CXX_NEW void *cxx_new_array_nothrow(size_t n, cxx_nothrow_t nt) {
     if (unlikely(!cxx_direct()))
         return cxx_call_nothrow((void *)cxx_resolved.new_array, n, 0, false);
     hak_tcache_t *tc;
-    if (likely(hak_malloc_tcache(_hak_thread_heap, n, &tc) && tc->head != NULL))
+    if (likely(hak_malloc_tcache(_hak_thread_heap, n, &tc) && tc->head != NULL)) {
+        HAK_COUNT_OP(MALLOC);                   /* (a miss: hak_malloc's) */
         return hak_tc_pop_hit(tc);
+    }
     return cxx_new_nothrow_miss(n);
 }
 

@@ -28,7 +28,7 @@ static _Atomic long live;               /* marked threads not yet ended */
 
 static void unmark(void *v) {
     (void)v;
-    if (atomic_fetch_sub(&live, 1) == 1) _hak_purge_thread_stop();
+    if (HAK_RMW(INIT, atomic_fetch_sub(&live, 1)) == 1) _hak_purge_thread_stop();
 }
 
 /* In a forked child only the thread that forked lives on (marked or not). */
@@ -43,7 +43,7 @@ static void make_key(void) {
 
 static void mark(long counted) {        /* the calling thread; counted: already in `live` */
     if (pthread_getspecific(mark_key) != NULL) return;
-    if (!counted) atomic_fetch_add(&live, 1);
+    if (!counted) HAK_RMW(INIT, atomic_fetch_add(&live, 1));
     pthread_setspecific(mark_key, (void *)1);
 }
 
@@ -71,10 +71,10 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
     s->fn = fn;
     s->arg = arg;
     mark(0);
-    atomic_fetch_add(&live, 1);                  /* the new thread, before it can end */
+    HAK_RMW(INIT, atomic_fetch_add(&live, 1));   /* the new thread, before it can end */
     int rc = create(t, attr, start, s);
     if (rc != 0) {
-        atomic_fetch_sub(&live, 1);
+        HAK_RMW(INIT, atomic_fetch_sub(&live, 1));
         free(s);
         return rc;
     }
