@@ -31,6 +31,7 @@ def main():
                          "(HAKMEM_SECURE=1, say) (repeat; the first is the baseline)")
     ap.add_argument("--peer", action="append", default=[], choices=bench.PEER_NAMES,
                     help="a peer allocator to run beside them (repeat)")
+    ap.add_argument("--glibc", action="store_true", help="run the C library's own malloc beside them")
     ap.add_argument("--only", action="append", default=[], metavar="REGEX", help="cells to run")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--ops", help="operation count for every cell (default: the quick mode's)")
@@ -50,6 +51,8 @@ def main():
         if path is None:
             ap.error("peer %s is not installed (make bench-peers)" % p)
         libs.append((p, path))
+    if args.glibc:
+        libs.append(("glibc", None))            # (no preload)
     cells = bench.select_cells(args.only)
     if not cells:
         ap.error("no cell matches")
@@ -96,7 +99,7 @@ def main():
             "%.1f" % statistics.median(rss[cell.name][n]) if rss[cell.name][n] else "–"
             for n, _ in libs)))
     print("\n%d rounds, interleaved; medians, CV in parentheses; %s" %
-          (args.rounds, ", ".join("%s = %s" % (n, p) for n, p in libs)))
+          (args.rounds, ", ".join("%s = %s" % (n, p or "no preload") for n, p in libs)))
 
 
 if __name__ == "__main__":
