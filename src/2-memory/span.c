@@ -585,8 +585,7 @@ static SLOW_PATH void batch_miss(hak_rbatches_t *rb, hak_rbatch_t *b, hak_span_t
     if (b->left == 0) batch_flush(rb, b);
 }
 
-__attribute__((always_inline)) inline void _hak_span_batch_remote(hak_rbatches_t *rb, hak_span_t *s,
-                                                                  void *p, void *key, unsigned cls) {
+FAST_PATH void batch_remote(hak_rbatches_t *rb, hak_span_t *s, void *p, void *key, unsigned cls) {
     hak_rbatch_t *b = &rb->slot[cls];
     _Static_assert(HAK_RBATCH_SLOTS <= 64, "a bit of `used` each");
     if (likely(b->span == s)) {
@@ -601,6 +600,12 @@ __attribute__((always_inline)) inline void _hak_span_batch_remote(hak_rbatches_t
         if (likely(--b->left != 0)) return;
     }
     batch_miss(rb, b, s, p, key);
+}
+
+/* (always_inline: in the one translation unit, free's remote path is this push, no call) */
+__attribute__((always_inline)) inline void _hak_span_batch_remote(hak_rbatches_t *rb, hak_span_t *s,
+                                                                  void *p, void *key, unsigned cls) {
+    batch_remote(rb, s, p, key, cls);
 }
 
 void _hak_span_batches_flush(hak_rbatches_t *rb) {
