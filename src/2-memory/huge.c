@@ -68,7 +68,7 @@ static unsigned recent_next;
  * (the learning layer reads the sum as the sign that the bound is too small). */
 static struct { size_t len; uint32_t at; } dropped[HAK_HUGE_RECENT];
 static unsigned dropped_next;
-static _Atomic uint64_t regret_bytes, huge_allocs_seen;
+static _Atomic uint64_t regret_bytes;
 static _Atomic long learned_floor_mb = 1L << 40;   /* the bound before the learner moved it */
 
 /* Cached mappings due for purging leave the cache under the lock (cache_bytes still counts
@@ -159,7 +159,7 @@ void _hak_huge_learned_floor(long mb) { relaxed_store(&learned_floor_mb, mb); }
 
 void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak) {
     *regret = relaxed_load(&regret_bytes);
-    *allocs = relaxed_load(&huge_allocs_seen);
+    *allocs = relaxed_load(&_hak_gstats.huge_allocs);
     size_t live = relaxed_load(&live_bytes);
     HAK_LOCK(&huge_lock, HUGE);
     budget(_hak_now_ms());                            /* (moves the peak's window on) */
@@ -355,7 +355,6 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     recent_need[recent_next++ % HAK_HUGE_RECENT] = maplen;
     hak_huge_t *h = cache_take(maplen, malign, budget(now), now, &tail, &tail_len);
     hak_huge_t *grow = h == NULL && malign == HAK_SS_SIZE ? cache_take_largest() : NULL;
-    relaxed_store(&huge_allocs_seen, relaxed_load(&huge_allocs_seen) + 1);
     if (h == NULL) note_miss(maplen, now);
     if (cache != NULL) purge_cache_locked(false);
     huge_unlock();

@@ -21,8 +21,9 @@ pthread_mutex_t *_hak_huge_fork(hak_fork_phase_t phase);
 /* The huge allocations the BigCache's admission rule remembers (huge.c). */
 #define HAK_HUGE_RECENT 8
 /* The learning layer's signals: bytes requested that a mapping given back for the bound's
- * sake within HAK_HUGE_REGRET_MS would have served (a total), huge allocations so far, and
- * the recent peak of live huge bytes (the budget's window, moved on to now). */
+ * sake within HAK_HUGE_REGRET_MS would have served (a total), huge allocations so far (the
+ * statistics' count), and the recent peak of live huge bytes (the budget's window, moved
+ * on to now). */
 #define HAK_HUGE_REGRET_MS 1000
 void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak);
 /* The learning layer moves HAKMEM_BIGCACHE_MB up from mb: the part above it is bounded by

@@ -44,9 +44,10 @@ void _hak_span_push_checked(hak_span_t *s, void *p, uint64_t *count);
  * frees of the class (NULL: the thread is past its exit and has no heap; a global counter
  * is used). */
 void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count);
-/* The same for free's common case, which counts it itself: s has an owner and checked mode
- * is off; key is the owner's tcache of the class (the unit's tc, never NULL there). false:
- * p was freed twice (reported), not pushed. */
+/* The same, for a caller that counts it itself (tests/unit/unit_remote_key.c; free's
+ * common case gathers its frees instead, below): s has an owner and checked mode is off;
+ * key is the owner's tcache of the class (the unit's tc, never NULL there). false: p was
+ * freed twice (reported), not pushed. */
 bool _hak_span_push_remote(hak_span_t *s, void *p, void *key);
 /* The same, gathered into the freeing thread's batches (span.c, "Batches"): p joins s's
  * batch, which goes onto s's remote list, as one chain with one CAS, when it holds its

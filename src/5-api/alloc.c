@@ -224,7 +224,8 @@ static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
     _hak_span_free_remote(s, p, count);
 }
 
-/* Another thread's block: one CAS onto its span's remote list, counted by this thread. In
+/* Another thread's block: into this thread's batch for its span (span.c, "Batches"), counted
+ * by this thread. The thread's heap is its own or the empty one, never the shared heap. In
  * checked mode every unit's owner slot holds HAK_CHECKED_OWNER, so one compare sends both an
  * abandoned span (no owner) and checked mode to the slow end. */
 static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
@@ -241,8 +242,7 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
         /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
          * changes meanwhile leaves a double free found later, not missed) */
         void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
-        if (likely(!me->shared)) _hak_span_batch_remote(&me->rb, s, p, key, cls);
-        else _hak_span_push_remote(s, p, key);
+        _hak_span_batch_remote(&me->rb, s, p, key, cls);
         return;
     }
     free_other_slow(s, p, owner);
