@@ -562,18 +562,22 @@ FAST_PATH bool batch_freed_twice(const void *p, const void *key) {
     return remote_freed_twice(p, key) || unlikely(((void *const *)p)[1] == REMOTE_MARK);
 }
 
+/* `freeing`: a constant in each caller; false for a block that leaves the freeing thread's
+ * cache (checked, and marked free in the debug build, when it was freed into it). */
 static SLOW_PATH void batch_miss(hak_rbatches_t *rb, hak_rbatch_t *b, hak_span_t *s, void *p,
-                                 void *key) {
+                                 void *key, bool freeing) {
     if (b->span == s) {                      /* the batch is full */
         batch_flush(rb, b);
         return;
     }
     if (b->span != NULL) batch_flush(rb, b);          /* another span of the class */
-    if (batch_freed_twice(p, key)) {
-        remote_double_free(s, p);
-        return;
+    if (freeing) {
+        if (batch_freed_twice(p, key)) {
+            remote_double_free(s, p);
+            return;
+        }
+        HAK_DEBUG_FREED(p);
     }
-    HAK_DEBUG_FREED(p);
     ((void **)p)[0] = NULL;
     ((void **)p)[1] = REMOTE_MARK;
     b->head = b->tail = p;
@@ -585,27 +589,39 @@ static SLOW_PATH void batch_miss(hak_rbatches_t *rb, hak_rbatch_t *b, hak_span_t
     if (b->left == 0) batch_flush(rb, b);
 }
 
-FAST_PATH void batch_remote(hak_rbatches_t *rb, hak_span_t *s, void *p, void *key, unsigned cls) {
+FAST_PATH void batch_remote(hak_rbatches_t *rb, hak_span_t *s, void *p, void *key, unsigned cls,
+                            bool freeing) {
     hak_rbatch_t *b = &rb->slot[cls];
     _Static_assert(HAK_RBATCH_SLOTS <= 64, "a bit of `used` each");
     if (likely(b->span == s)) {
-        if (unlikely(batch_freed_twice(p, key))) {
-            remote_double_free(s, p);
-            return;
+        if (freeing) {
+            if (unlikely(batch_freed_twice(p, key))) {
+                remote_double_free(s, p);
+                return;
+            }
+            HAK_DEBUG_FREED(p);
         }
-        HAK_DEBUG_FREED(p);
         ((void **)p)[0] = b->head;
         ((void **)p)[1] = REMOTE_MARK;
         b->head = p;
         if (likely(--b->left != 0)) return;
     }
-    batch_miss(rb, b, s, p, key);
+    batch_miss(rb, b, s, p, key, freeing);
 }
 
 /* (always_inline: in the one translation unit, free's remote path is this push, no call) */
 __attribute__((always_inline)) inline void _hak_span_batch_remote(hak_rbatches_t *rb, hak_span_t *s,
                                                                   void *p, void *key, unsigned cls) {
-    batch_remote(rb, s, p, key, cls);
+    batch_remote(rb, s, p, key, cls, true);
+}
+
+void _hak_span_batch_cached(hak_rbatches_t *rb, hak_span_t *s, void *p, unsigned cls) {
+    batch_remote(rb, s, p, NULL, cls, false);
+}
+
+/* (always_inline: free's remote path tests it, no call) */
+__attribute__((always_inline)) inline bool _hak_span_remote_clean(const void *p, const void *key) {
+    return !batch_freed_twice(p, key);
 }
 
 void _hak_span_batches_flush(hak_rbatches_t *rb) {

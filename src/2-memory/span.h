@@ -53,6 +53,12 @@ bool _hak_span_push_remote(hak_span_t *s, void *p, void *key);
  * batch, which goes onto s's remote list, as one chain with one CAS, when it holds its
  * limit or its slot is wanted for another span, or at _hak_span_batches_flush. */
 void _hak_span_batch_remote(hak_rbatches_t *rb, hak_span_t *s, void *p, void *key, unsigned cls);
+/* The same for a block of s that the freeing thread cached and now sends home (tcache.c's
+ * flush): checked when it was freed, so no check here. */
+void _hak_span_batch_cached(hak_rbatches_t *rb, hak_span_t *s, void *p, unsigned cls);
+/* Does remote-freed p pass the remote free's double-free checks (its second word is neither
+ * the owner's cache key nor the mark of a block on a remote list or in a batch)? */
+bool _hak_span_remote_clean(const void *p, const void *key);
 /* Every batch of rb onto its span's list: the thread's slow paths, its exit, fork's child. */
 void _hak_span_batches_flush(hak_rbatches_t *rb);
 bool _hak_span_try_mark_full(hak_span_t *s);

@@ -125,11 +125,16 @@ SLOW_PATH void *_hak_tcache_damaged(hak_tcache_t *tc) {
  * span's remote list (another thread freed it first: it wrote the key there too), or at
  * home in its span? (Only a user's data that happens to equal the key gets here
  * otherwise.) */
-SLOW_PATH bool _hak_tcache_is_free(hak_heap_t *h, hak_tcache_t *tc, void *p) {
+SLOW_PATH bool _hak_tcache_holds(hak_heap_t *h, hak_tcache_t *tc, const void *p) {
     hak_sample_join(h, (size_t)(tc - h->tc));
     uint32_t n = hak_tc_count(tc);
     for (void *b = tc->head; b != NULL && n-- > 0; b = *(void **)b)
         if (b == p) return true;
+    return false;
+}
+
+SLOW_PATH bool _hak_tcache_is_free(hak_heap_t *h, hak_tcache_t *tc, void *p) {
+    if (_hak_tcache_holds(h, tc, p)) return true;
     hak_span_t *s = hak_span_of(hak_ss_of(p), p);
     HAK_LOCK(&h->lock, HEAP);
     _hak_span_collect_remote(s);            /* the remote list's blocks home, checked */
@@ -138,19 +143,28 @@ SLOW_PATH bool _hak_tcache_is_free(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     return found;
 }
 
-/* Could b be a block of tc's class in one of h's spans? A cached block's link is its first
- * word, which a use after free may have overwritten: the flush checks each block before it
- * touches it, so a damaged link ends in a report, not a wild write. The unit last vouched
- * for is remembered (a class's cached blocks come mostly from a few spans), so most checks
- * are the block-start multiplication alone. */
+/* Could b be a block of tc's class in one of h's spans (OWN), or one of another heap's that
+ * this thread freed into the cache (FOREIGN: free_other caches those while the thread
+ * allocates the class too, and they carry the cache's key as every cached block does)? A
+ * cached block's link is its first word, which a use after free may have overwritten: the
+ * flush checks each block before it touches it, so a damaged link ends in a report, not a
+ * wild write. The unit last vouched for is remembered (a class's cached blocks come mostly
+ * from a few spans), so most checks are the block-start multiplication alone. */
 typedef struct { uintptr_t key; hak_unit_t *u; hak_span_t *s; } unit_memo_t;
+enum { BAD, OWN, FOREIGN };
 
-FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b, bool sending) {
+static SLOW_PATH int cached_foreign(const hak_heap_t *h, hak_tcache_t *tc, hak_unit_t *u, void *b) {
+    if (!u->in_use || u->cls != (size_t)(tc - h->tc) || !hak_block_start(u, b)) return BAD;
+    void *key = ((void **)b)[1];             /* (or the heap profiler's mark: sample.c) */
+    return key == (void *)tc || key == hak_sample_mark(tc) ? FOREIGN : BAD;
+}
+
+FAST_PATH int cached_kind(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *b, bool sending) {
     uintptr_t key = (uintptr_t)b >> HAK_UNIT_SHIFT;
     if (key != m->key) {
         hak_unit_t *u;
-        if (!hak_unit_find(b, &u)) return false;
-        if (relaxed_load(&u->owner) != h->key || u->tc != tc) return false;
+        if (!hak_unit_find(b, &u)) return BAD;
+        if (relaxed_load(&u->owner) != h->key || u->tc != tc) return cached_foreign(h, tc, u, b);
         m->key = key;
         m->u = u;
         m->s = hak_span_at(b, u);
@@ -158,12 +172,24 @@ FAST_PATH bool cached_ok(hak_heap_t *h, hak_tcache_t *tc, unit_memo_t *m, void *
          * so only a span new to the memo can be full (none fills during a flush) */
         if (sending && unlikely(m->s->list == SPAN_FULL)) _hak_heap_span_came_back(h, m->s);
     }
-    return hak_block_start(m->u, b);
+    return hak_block_start(m->u, b) ? OWN : BAD;
+}
+
+/* Foreign blocks a flush took out of the cache (linked by their first words) go to their
+ * spans' remote lists, in batches that leave at once: the thread may be exiting. */
+static void send_foreign(hak_heap_t *h, void *b) {
+    while (b != NULL) {
+        void *next = *(void **)b;
+        hak_unit_t *u = hak_unit_of(hak_ss_of(b), b);
+        _hak_span_batch_cached(&h->rb, hak_span_at(b, u), b, u->cls);
+        b = next;
+    }
+    _hak_span_batches_flush(&h->rb);
 }
 
 /* A flush: the first n blocks of the list at b (n <= the count cached) home, each a bit in
  * its span's bitmap, the spans' moves (full to partial, partial to the pool) out of line,
- * under h->lock.
+ * under h->lock; other heaps' blocks onto their spans' remote lists after it.
  * A thread that frees a structure in another order than it built it (teardown_random)
  * caches blocks of many spans in turn: grouping runs of one span found runs of one block
  * there, and paid a call for each. Returns the rest of the list: NULL past a damaged link
@@ -173,15 +199,23 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
     h->active |= 1ull << (tc - h->tc);
     unit_memo_t memo = { 0, NULL, NULL };
     uint32_t left = n;
+    void *foreign = NULL;
     HAK_LOCK(&h->lock, HEAP);
     h->slow_ticks++;
     for (; left > 0 && b != NULL; left--) {
-        if (unlikely(!cached_ok(h, tc, &memo, b, true))) {
+        int kind = cached_kind(h, tc, &memo, b, true);
+        if (unlikely(kind == BAD)) {
             _hak_heap_report_corrupt(b, _hak_class_size[tc - h->tc]);
             b = NULL;
             break;
         }
         void *next = *(void **)b;
+        if (unlikely(kind == FOREIGN)) {
+            *(void **)b = foreign;
+            foreign = b;
+            b = next;
+            continue;
+        }
         hak_span_t *s = memo.s;
         hak_block_home(h, s, b);
         /* a span gone back to the pool: its unit's slot vouches for nothing now */
@@ -189,8 +223,40 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
         b = next;
     }
     hak_unlock(&h->lock);
+    if (foreign != NULL) send_foreign(h, foreign);
     *sent = n - left;
     return b;
+}
+
+/* A forked child: the blocks of other heaps' spans in the caches of o, whose thread did not
+ * survive the fork, go to their spans (no one else would send them; the survivor's spans
+ * among them). The caches' own blocks stay, as the rest of o does; no lock: o's thread is
+ * gone, and the walk checks every block as a flush does. */
+void _hak_tcache_fork_child_send(hak_heap_t *o) {
+    for (size_t c = 0; c < HAK_NCLASSES; c++) {
+        hak_tcache_t *tc = &o->tc[c];
+        uint32_t count = hak_tc_count(tc), kept = 0;
+        unit_memo_t memo = { 0, NULL, NULL };
+        void **link = &tc->head, *foreign = NULL;
+        for (uint32_t n = count; n > 0 && *link != NULL; n--) {
+            void *b = *link;
+            int kind = cached_kind(o, tc, &memo, b, false);
+            if (kind == BAD) break;                  /* (the rest stays out of use) */
+            if (kind == FOREIGN) {
+                *link = *(void **)b;
+                *(void **)b = foreign;
+                foreign = b;
+                continue;
+            }
+            kept++;
+            link = (void **)b;
+        }
+        *link = NULL;
+        if (kept == count) continue;
+        hak_tc_set_room(tc, tc->cap + 1 - kept);
+        o->moved[c] -= (int64_t)(count - kept);
+        if (foreign != NULL) send_foreign(o, foreign);
+    }
 }
 
 /* Keeps the `keep` most recently freed blocks (the head of the list, warm in cache) and
@@ -201,7 +267,7 @@ SLOW_PATH void _hak_tcache_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep)
     uint32_t i = 0, sent;
     unit_memo_t memo = { 0, NULL, NULL };
     for (; i < keep && b != NULL; i++) {
-        if (unlikely(!cached_ok(h, tc, &memo, b, false))) break;
+        if (unlikely(cached_kind(h, tc, &memo, b, false) == BAD)) break;
         prev = b;
         b = *(void **)b;
     }
@@ -241,7 +307,7 @@ SLOW_PATH void _hak_tcache_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     uint32_t cap = tc->cap;
     if (unlikely(h->rb.used != 0)) _hak_span_batches_flush(&h->rb);   /* (its slow path) */
     if (h->drain[c] < 255) h->drain[c]++;
-    bool drain = h->drain[c] >= 3;   /* the third flush with no refill: a drain, not a swing */
+    bool drain = h->drain[c] >= HAK_DRAIN_FLUSHES;   /* a drain, not a swing */
     if (drain) {
         uint32_t low = cap_scaled(c, cap_floor_pct);
         if (h->drain_cap[c] == 0) h->drain_cap[c] = (uint16_t)cap;

@@ -29,12 +29,19 @@ FAST_PATH void *hak_tc_take(hak_tcache_t *tc) {
 /* The cache's list cut at *link (a damaged link was reported there): what follows is out
  * of use. */
 SLOW_PATH void _hak_tcache_cut(hak_tcache_t *tc, void **link);
+/* Flushes of a class with no refill between from which on the thread is draining it (it
+ * frees and does not allocate the class): the third. */
+#define HAK_DRAIN_FLUSHES 3
+/* Is p in tc's list? */
+SLOW_PATH bool _hak_tcache_holds(hak_heap_t *h, hak_tcache_t *tc, const void *p);
 /* A free found the double-free key in p: is p free already (this cache, the span's remote
  * list, the span's bitmap)? */
 SLOW_PATH bool _hak_tcache_is_free(hak_heap_t *h, hak_tcache_t *tc, void *p);
 /* The first `keep` cached blocks stay, the rest go home. */
 void _hak_tcache_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 void _hak_tcache_flush_all(hak_heap_t *h);
+/* A forked child: other heaps' blocks in the caches of o (a thread gone) go to their spans. */
+void _hak_tcache_fork_child_send(hak_heap_t *o);
 /* free's flush of a full cache. */
 void _hak_tcache_flush_full(hak_heap_t *h, hak_tcache_t *tc);
 /* The owner's housekeeping of its heap h: unused classes' caches go home (tcache.c). */

@@ -202,19 +202,64 @@ static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
     tc_push(tc, p);
 }
 
+/* Another thread's block, found in this thread's cache of the class: freed twice, unless
+ * the program's data matched the key. */
+static SLOW_PATH void free_foreign_suspect(hak_heap_t *me, hak_tcache_t *tc, void *p) {
+    if (_hak_tcache_holds(me, tc, p)) {
+        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, _hak_class_size[tc - me->tc]);
+        return;
+    }
+    me->moved[tc - me->tc]++;
+    tc_push(tc, p);
+}
+
+/* Another thread's block, counted by this thread as a remote free. Where this thread
+ * allocates the class too, the block joins its own cache (the next malloc of the class
+ * hands it out: threads that trade blocks touch no shared word; `moved` counts it in, so
+ * the statistics count the free once) and goes home only when a flush sends it, in a batch
+ * (tcache.c); where it drains the class (it frees and does not allocate: a consumer), into
+ * its batch for the block's span (span.c, "Batches"). The double-free checks are the
+ * remote free's (the owner's key, the remote mark) and the cache's own key. The thread's
+ * heap is its own or the empty one, never the shared heap. In checked mode every unit's
+ * owner slot holds HAK_CHECKED_OWNER, so one compare sends both an abandoned span (no
+ * owner) and checked mode to the slow end. */
+FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *u) {
+    /* counted first, and not undone for a double free (reported; under warn the count is
+     * one over): once pushed, the block may be collected and its span reused, and a counter
+     * kept live across the push's rare call (the owner's notification) cost the common path
+     * saved registers */
+    unsigned cls = u->cls;
+    me->st.remote_frees[cls]++;
+    /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
+     * changes meanwhile leaves a double free found later, not missed) */
+    void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
+    if (likely(me->drain[cls] < HAK_DRAIN_FLUSHES) && likely(_hak_span_remote_clean(p, key))) {
+        hak_tcache_t *tc = &me->tc[cls];
+        if (unlikely(((void **)p)[1] == tc)) { free_foreign_suspect(me, tc, p); return; }
+        me->moved[cls]++;
+        tc_push(tc, p);
+        return;
+    }
+    _hak_span_batch_remote(&me->rb, s, p, key, cls);
+}
+
 /* The rare ends of a free of another thread's block: a span whose thread has exited (this
  * thread adopts the span and frees the block locally, unless someone else took the span
  * first; not in checked mode, where every free goes through the checks of the remote
  * path), checked mode itself, and a thread with no heap yet to count the free in (it gets
  * one, so that a thread that only consumes what others allocate frees on the common path;
  * past its exit it has none, and a shared counter counts it). */
-static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
+static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, hak_unit_t *u, uintptr_t owner) {
     /* a sampled block (the profiler's heap): its record goes first; none is a double free */
     if (unlikely(_hak_heap_is_prof(relaxed_load(&s->owner))) && !_hak_prof_forget(p)) {
         _hak_report("free", HAK_ERR_DOUBLE_FREE, p, s->bsize);
         return;
     }
     hak_heap_t *me = _hak_heap_thread();
+    if (me != NULL && owner > HAK_CHECKED_OWNER) {      /* a heap now: the common path */
+        free_foreign(me, s, p, u);
+        return;
+    }
     uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;
     if (unlikely(_hak_opt.secure) && me != NULL && !me->shared) {
         _hak_tcache_quarantine(me, s, p);
@@ -224,28 +269,15 @@ static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, uintptr_t owner) {
     _hak_span_free_remote(s, p, count);
 }
 
-/* Another thread's block: into this thread's batch for its span (span.c, "Batches"), counted
- * by this thread. The thread's heap is its own or the empty one, never the shared heap. In
- * checked mode every unit's owner slot holds HAK_CHECKED_OWNER, so one compare sends both an
- * abandoned span (no owner) and checked mode to the slow end. */
 static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     uintptr_t owner = relaxed_load(&u->owner);
     hak_heap_t *me = _hak_thread_heap;
     hak_span_t *s = hak_span_at(p, u);
     if (likely(owner > HAK_CHECKED_OWNER && me != &_hak_empty_heap)) {
-        /* counted first, and not undone for a double free (reported; under warn the count
-         * is one over): once pushed, the block may be collected and its span reused, and a
-         * counter kept live across the push's rare call (the owner's notification) cost the
-         * common path saved registers */
-        unsigned cls = u->cls;
-        me->st.remote_frees[cls]++;
-        /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
-         * changes meanwhile leaves a double free found later, not missed) */
-        void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
-        _hak_span_batch_remote(&me->rb, s, p, key, cls);
+        free_foreign(me, s, p, u);
         return;
     }
-    free_other_slow(s, p, owner);
+    free_other_slow(s, p, u, owner);
 }
 
 /* A block in the thread's cache carries the cache's address in its second word: a free

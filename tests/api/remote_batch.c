@@ -1,6 +1,8 @@
-/* Remote frees gathered in the freeing thread's batches (src/2-memory/span.c, "Batches")
- * all reach their owner: at the freeing thread's exit, on its slow paths, and in a forked
- * child, whose other threads are gone.
+/* Remote frees that the freeing thread keeps (in its cache, src/5-api/alloc.c's free_other,
+ * or in its batches, src/2-memory/span.c's "Batches") all reach their owner: at the freeing
+ * thread's exit, and in a forked child, whose other threads are gone; and a freeing thread
+ * that allocates the same size hands the blocks it freed out again, without a trip home.
+ * (That a draining thread's batches go on its slow paths: tests/unit/unit_foreign_cache.c.)
  *
  * Usage: remote_batch [--hakmem]
  *
@@ -44,12 +46,15 @@ static size_t spans_after_trim(void)
     return st.cls[best].spans_live;
 }
 
+static void allocate_fill(void)
+{
+    for (int i = 0; i < N; i++) memset(blocks[i], i & 0xff, SIZE);
+}
+
 static void allocate(void)
 {
-    for (int i = 0; i < N; i++) {
-        REQUIRE((blocks[i] = malloc(SIZE)) != NULL);
-        memset(blocks[i], i & 0xff, SIZE);
-    }
+    for (int i = 0; i < N; i++) REQUIRE((blocks[i] = malloc(SIZE)) != NULL);
+    allocate_fill();
 }
 
 static void free_all(void)
@@ -61,8 +66,9 @@ static void free_all(void)
     }
 }
 
-/* The freeing thread: frees, then (stay) waits for the main thread's word before it goes
- * on; (slow_path) then allocates a block of a size it never asked for (a refill). */
+/* The freeing thread: frees, then waits for the main thread's word before it goes on;
+ * (reuse) then allocates N blocks of the size, which must be the blocks it freed (reused:
+ * how many were), frees them again and waits for the word to end. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int stage;
@@ -82,18 +88,25 @@ static void set_stage(int s)
     pthread_mutex_unlock(&mu);
 }
 
+static int reused;
+
 static void *freer(void *arg)
 {
-    int slow_path = arg != NULL;
+    int reuse = arg != NULL;
     free_all();
     set_stage(1);
     wait_stage(2);
-    if (slow_path) {
-        void *x = malloc(5000);                    /* a class it never used: a refill */
-        REQUIRE(x != NULL);
+    if (reuse) {
+        void *again[N];
+        for (int i = 0; i < N; i++) {
+            REQUIRE((again[i] = malloc(SIZE)) != NULL);
+            for (int k = 0; k < N; k++) reused += again[i] == blocks[k];
+        }
+        memcpy(blocks, again, sizeof blocks);
+        allocate_fill();
         set_stage(3);
         wait_stage(4);
-        free(x);
+        free_all();
     }
     return NULL;
 }
@@ -119,19 +132,23 @@ int main(int argc, char **argv)
         CHECK(after_exit == base);
     }
 
-    /* 2. the freeing thread takes a slow path of its own: the batch goes then */
+    /* 2. the freeing thread allocates the size: it gets the blocks it keeps, no new span */
     allocate();
     stage = 0;
     REQUIRE(pthread_create(&t, NULL, freer, (void *)1) == 0);
     wait_stage(1);
     set_stage(2);
     wait_stage(3);
-    size_t after_slow = spans_after_trim();
-    if (hakmem) CHECK(after_slow == base);
-
-    /* 3. a fork while a thread holds a batch: the child sends it (its thread is gone) */
+    size_t reusing = spans_after_trim();
     set_stage(4);
     REQUIRE(pthread_join(t, NULL) == 0);
+    if (hakmem) {
+        CHECK(reused == N);
+        CHECK(reusing == held);
+        CHECK(spans_after_trim() == base);
+    }
+
+    /* 3. a fork while a thread holds the blocks: the child sends them (its thread is gone) */
     allocate();
     stage = 0;
     REQUIRE(pthread_create(&t, NULL, freer, NULL) == 0);
@@ -150,7 +167,7 @@ int main(int argc, char **argv)
     REQUIRE(pthread_join(t, NULL) == 0);
     if (hakmem) CHECK(spans_after_trim() == base);
     if (hakmem)
-        printf("spans of the class: base %zu, held %zu, after exit %zu, after slow path %zu\n", base, held,
-               after_exit, after_slow);
+        printf("spans of the class: base %zu, held %zu, after exit %zu, reusing %zu; reused %d of %d\n", base,
+               held, after_exit, reusing, reused, N);
     CHECK_DONE("remote_batch");
 }

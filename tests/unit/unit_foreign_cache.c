@@ -1,0 +1,92 @@
+/* Blocks of another thread's spans that a thread frees (src/5-api/alloc.c, free_other):
+ * while it allocates their class too, they join its own cache, gather in no batch, and its
+ * next mallocs of the class hand them out again; once it drains the class (it frees and
+ * does not allocate it), they gather in its batch for their span, which goes out on its next
+ * slow path; at its exit every block reaches its owner, each once; and the statistics count
+ * every free once, as a remote free. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internals.h"
+#include "../helpers/check.h"
+
+enum { N = 40, M = 6000, SZ = 64, SZ2 = 2000 };   /* SZ2: a class no one else uses */
+static void *blocks[M];
+static uint32_t cached_gain;
+static uint64_t batches_after_trade, batch_of_drain, batches_after_slow;
+static int reused, drained;
+
+static void *trader(void *arg) {
+    (void)arg;
+    size_t c = hak_size_class(SZ);
+    void *own = hak_malloc(SZ);                   /* a heap, and the class in use */
+    REQUIRE(own != NULL);
+    hak_heap_t *h = _hak_thread_heap;
+    uint32_t before = hak_tc_count(&h->tc[c]);
+    for (int i = 0; i < N; i++) hak_free(blocks[i]);
+    cached_gain = hak_tc_count(&h->tc[c]) - before;
+    batches_after_trade = h->rb.used;
+    void *again[N];
+    for (int i = 0; i < N; i++) {
+        REQUIRE((again[i] = hak_malloc(SZ)) != NULL);
+        for (int k = 0; k < N; k++) reused += again[i] == blocks[k];
+    }
+    memcpy(blocks, again, sizeof again);         /* (the same set, if reused == N) */
+    for (int i = 0; i < N; i++) hak_free(blocks[i]);
+    hak_free(own);
+    /* a drain: frees only, many flushes with no refill between */
+    for (int i = N; i < M; i++) hak_free(blocks[i]);
+    drained = h->drain[c] >= HAK_DRAIN_FLUSHES;
+    batch_of_drain = h->rb.used >> c & 1;
+    void *x = hak_malloc(SZ2);                   /* a refill: a slow path */
+    REQUIRE(x != NULL);
+    batches_after_slow = h->rb.used;
+    hak_free(x);
+    return NULL;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(void) {
+    size_t c = hak_size_class(SZ);
+    hak_stats_t a, b;
+    for (int i = 0; i < M; i++) {
+        REQUIRE((blocks[i] = hak_malloc(SZ)) != NULL);
+        memset(blocks[i], 0x5a, SZ);
+    }
+    hak_stats_get(&a);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, trader, NULL) == 0);
+    REQUIRE(pthread_join(t, NULL) == 0);
+    hak_stats_get(&b);
+
+    CHECK(cached_gain == N, "%u of %d freed blocks joined the freeing thread's cache", cached_gain, N);
+    CHECK(batches_after_trade == 0, "a thread that allocates the class gathered a batch");
+    CHECK(reused == N, "%d of %d blocks handed out again by the thread that freed them", reused, N);
+    CHECK(drained, "the second part was no drain");
+    CHECK(batch_of_drain == 1, "a draining thread's frees gathered no batch");
+    CHECK(batches_after_slow == 0, "batches left after a slow path: %#llx",
+          (unsigned long long)batches_after_slow);
+    /* the trader: N + 1 mallocs; N + N + (M - N) frees of the main thread's blocks, and one of
+     * its own */
+    unsigned long long allocs = b.cls[c].allocs - a.cls[c].allocs, frees = b.cls[c].frees - a.cls[c].frees,
+                       remote = b.cls[c].remote_frees - a.cls[c].remote_frees;
+    CHECK(allocs == N + 1, "%llu mallocs counted, want %d", allocs, N + 1);
+    CHECK(frees == M + N + 1, "%llu frees counted, want %d", frees, M + N + 1);
+    CHECK(remote == M + N, "%llu remote frees counted, want %d", remote, M + N);
+
+    /* Every block reached its owner once: M mallocs give M distinct blocks, and freeing
+     * them leaves the class's spans as they were before the first. */
+    static void *again[M];
+    for (int i = 0; i < M; i++) REQUIRE((again[i] = hak_malloc(SZ)) != NULL);
+    qsort(again, M, sizeof *again, cmp_ptr);
+    int dups = 0;
+    for (int i = 1; i < M; i++) dups += again[i] == again[i - 1];
+    CHECK(dups == 0, "%d blocks handed out twice", dups);
+    for (int i = 0; i < M; i++) hak_free(again[i]);
+    CHECK_DONE("unit_foreign_cache");
+}
