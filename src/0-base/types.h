@@ -269,6 +269,18 @@ typedef struct hak_rbatches_s {
 #define HAK_QUARANTINE 256                     /* blocks a thread holds back (secure) */
 #define HAK_QUARANTINE_BYTES ((size_t)4 << 20)  /* ... and at most this many bytes */
 
+/* Whether a thread keeps the blocks of other threads' spans that it frees, per class
+ * (alloc.c, free_foreign): a window of HAK_TRADE_WINDOW such frees, and the class's nalloc
+ * at its start; at its end, `off` is set unless the mallocs were a quarter to four times
+ * the frees. */
+#define HAK_TRADE_WINDOW 64
+typedef struct {
+    uint32_t at;                   /* the class's nalloc (low bits) at the window's start */
+    uint8_t frees;                 /* remote frees in the window so far */
+    uint8_t off;                   /* the last window's remote frees go to batches */
+    uint16_t pad;
+} hak_trade_t;
+
 struct hak_heap_s {
     hak_tcache_t tc[HAK_NCLASSES];             /* the hot part: malloc pops, free pushes */
     _Atomic(hak_span_t *) notified;            /* full spans that received a remote free */
@@ -283,6 +295,7 @@ struct hak_heap_s {
     uint32_t learn_countdown;                  /* slow paths until the learner looks (learning.c) */
     uint64_t active;                           /* classes refilled or flushed since the last
                                                   housekeeping (a bit each; owner-private) */
+    hak_trade_t trade[HAK_NCLASSES];           /* remote frees into the cache (alloc.c) */
     uint8_t drain[HAK_NCLASSES];               /* flushes since the class's last refill */
     uint16_t drain_cap[HAK_NCLASSES];          /* the depth before a drain halved it (0:
                                                   none since the last refill) */

@@ -150,6 +150,7 @@ static hak_heap_t *heap_new(void) {
     memset(h->firsts, 0, sizeof h->firsts);
     h->learn_countdown = 64;
     h->active = 0;
+    memset(h->trade, 0, sizeof h->trade);
     memset(h->drain, 0, sizeof h->drain);
     memset(h->drain_cap, 0, sizeof h->drain_cap);
     memset(h->ramp, 0, sizeof h->ramp);

@@ -307,7 +307,7 @@ SLOW_PATH void _hak_tcache_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     uint32_t cap = tc->cap;
     if (unlikely(h->rb.used != 0)) _hak_span_batches_flush(&h->rb);   /* (its slow path) */
     if (h->drain[c] < 255) h->drain[c]++;
-    bool drain = h->drain[c] >= HAK_DRAIN_FLUSHES;   /* a drain, not a swing */
+    bool drain = h->drain[c] >= 3;   /* the third flush with no refill: a drain, not a swing */
     if (drain) {
         uint32_t low = cap_scaled(c, cap_floor_pct);
         if (h->drain_cap[c] == 0) h->drain_cap[c] = (uint16_t)cap;

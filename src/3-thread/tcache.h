@@ -29,9 +29,6 @@ FAST_PATH void *hak_tc_take(hak_tcache_t *tc) {
 /* The cache's list cut at *link (a damaged link was reported there): what follows is out
  * of use. */
 SLOW_PATH void _hak_tcache_cut(hak_tcache_t *tc, void **link);
-/* Flushes of a class with no refill between from which on the thread is draining it (it
- * frees and does not allocate the class): the third. */
-#define HAK_DRAIN_FLUSHES 3
 /* Is p in tc's list? */
 SLOW_PATH bool _hak_tcache_holds(hak_heap_t *h, hak_tcache_t *tc, const void *p);
 /* A free found the double-free key in p: is p free already (this cache, the span's remote

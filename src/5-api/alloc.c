@@ -213,16 +213,29 @@ static SLOW_PATH void free_foreign_suspect(hak_heap_t *me, hak_tcache_t *tc, voi
     tc_push(tc, p);
 }
 
-/* Another thread's block, counted by this thread as a remote free. Where this thread
- * allocates the class too, the block joins its own cache (the next malloc of the class
- * hands it out: threads that trade blocks touch no shared word; `moved` counts it in, so
- * the statistics count the free once) and goes home only when a flush sends it, in a batch
- * (tcache.c); where it drains the class (it frees and does not allocate: a consumer), into
- * its batch for the block's span (span.c, "Batches"). The double-free checks are the
- * remote free's (the owner's key, the remote mark) and the cache's own key. The thread's
- * heap is its own or the empty one, never the shared heap. In checked mode every unit's
- * owner slot holds HAK_CHECKED_OWNER, so one compare sends both an abandoned span (no
- * owner) and checked mode to the slow end. */
+/* The end of a class's window of remote frees: did the thread trade, its mallocs of the
+ * class between a quarter and four times those frees? */
+static SLOW_PATH void trade_window(hak_trade_t *t, const hak_tcache_t *tc) {
+    uint32_t pops = (uint32_t)tc->nalloc - t->at;
+    t->off = pops > 4 * HAK_TRADE_WINDOW || pops < HAK_TRADE_WINDOW / 4;
+    t->at = (uint32_t)tc->nalloc;
+    t->frees = 0;
+}
+
+/* Another thread's block, counted by this thread as a remote free. Where the thread trades
+ * blocks of the class — its mallocs of the class were between a quarter and four times its
+ * remote frees of it in the last window of HAK_TRADE_WINDOW remote frees (types.h) — the block
+ * joins its own cache, and the next malloc of the class hands it out: threads that trade
+ * blocks through a shared structure touch no shared word for them (`moved` counts the block
+ * in, so the statistics count the free once); it goes home only when a flush sends it, in a
+ * batch (tcache.c). Elsewhere (a consumer, which frees and does not allocate, or a thread
+ * that frees another's block now and then), into the thread's batch for the block's span (span.c, "Batches"): blocks go back
+ * to the thread that carves their span, where kept they would spread over every thread's
+ * cache lines (shared_mt: 0.77x). The double-free checks are the remote free's (the
+ * owner's key, the remote mark) and the cache's own key. The thread's heap is its own or
+ * the empty one, never the shared heap. In checked mode every unit's owner slot holds
+ * HAK_CHECKED_OWNER, so one compare sends both an abandoned span (no owner) and checked
+ * mode to the slow end. */
 FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *u) {
     /* counted first, and not undone for a double free (reported; under warn the count is
      * one over): once pushed, the block may be collected and its span reused, and a counter
@@ -233,8 +246,10 @@ FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *
     /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
      * changes meanwhile leaves a double free found later, not missed) */
     void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
-    if (likely(me->drain[cls] < HAK_DRAIN_FLUSHES) && likely(_hak_span_remote_clean(p, key))) {
-        hak_tcache_t *tc = &me->tc[cls];
+    hak_tcache_t *tc = &me->tc[cls];
+    hak_trade_t *t = &me->trade[cls];
+    if (unlikely(++t->frees == HAK_TRADE_WINDOW)) trade_window(t, tc);
+    if (likely(!t->off) && likely(_hak_span_remote_clean(p, key))) {
         if (unlikely(((void **)p)[1] == tc)) { free_foreign_suspect(me, tc, p); return; }
         me->moved[cls]++;
         tc_push(tc, p);

@@ -1,8 +1,9 @@
-/* Blocks of another thread's spans that a thread frees (src/5-api/alloc.c, free_other):
- * while it allocates their class too, they join its own cache, gather in no batch, and its
- * next mallocs of the class hand them out again; once it drains the class (it frees and
- * does not allocate it), they gather in its batch for their span, which goes out on its next
- * slow path; at its exit every block reaches its owner, each once; and the statistics count
+/* Blocks of another thread's spans that a thread frees (src/5-api/alloc.c, free_foreign):
+ * while it trades blocks of their class (its remote frees at least a quarter of its
+ * mallocs), they join its own cache, gather in no batch, and its next mallocs of the class
+ * hand them out again; once it only frees the class, its next window of remote frees turns
+ * that off and they gather in its batch for their span, which goes out on its next slow
+ * path; at its exit every block reaches its owner, each once; and the statistics count
  * every free once, as a remote free. */
 #include <pthread.h>
 #include <stdint.h>
@@ -15,7 +16,7 @@ enum { N = 40, M = 6000, SZ = 64, SZ2 = 2000 };   /* SZ2: a class no one else us
 static void *blocks[M];
 static uint32_t cached_gain;
 static uint64_t batches_after_trade, batch_of_drain, batches_after_slow;
-static int reused, drained;
+static int reused, trading_off;
 
 static void *trader(void *arg) {
     (void)arg;
@@ -35,9 +36,9 @@ static void *trader(void *arg) {
     memcpy(blocks, again, sizeof again);         /* (the same set, if reused == N) */
     for (int i = 0; i < N; i++) hak_free(blocks[i]);
     hak_free(own);
-    /* a drain: frees only, many flushes with no refill between */
+    /* frees only: the next window of remote frees ends with no mallocs in it */
     for (int i = N; i < M; i++) hak_free(blocks[i]);
-    drained = h->drain[c] >= HAK_DRAIN_FLUSHES;
+    trading_off = h->trade[c].off;
     batch_of_drain = h->rb.used >> c & 1;
     void *x = hak_malloc(SZ2);                   /* a refill: a slow path */
     REQUIRE(x != NULL);
@@ -67,8 +68,8 @@ int main(void) {
     CHECK(cached_gain == N, "%u of %d freed blocks joined the freeing thread's cache", cached_gain, N);
     CHECK(batches_after_trade == 0, "a thread that allocates the class gathered a batch");
     CHECK(reused == N, "%d of %d blocks handed out again by the thread that freed them", reused, N);
-    CHECK(drained, "the second part was no drain");
-    CHECK(batch_of_drain == 1, "a draining thread's frees gathered no batch");
+    CHECK(trading_off, "a thread that only frees the class still keeps its remote frees");
+    CHECK(batch_of_drain == 1, "a thread that only frees the class gathered no batch");
     CHECK(batches_after_slow == 0, "batches left after a slow path: %#llx",
           (unsigned long long)batches_after_slow);
     /* the trader: N + 1 mallocs; N + N + (M - N) frees of the main thread's blocks, and one of
