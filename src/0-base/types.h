@@ -271,13 +271,14 @@ typedef struct hak_rbatches_s {
 
 /* Whether a thread keeps the blocks of other threads' spans that it frees, per class
  * (alloc.c, free_foreign): a window of HAK_TRADE_WINDOW such frees, and the class's nalloc
- * at its start; at its end, `off` is set unless the mallocs were a quarter to four times
- * the frees. */
+ * at its start; at its end, `on` is set where the mallocs were a quarter to four times the
+ * frees. */
 #define HAK_TRADE_WINDOW 64
 typedef struct {
     uint32_t at;                   /* the class's nalloc (low bits) at the window's start */
     uint8_t frees;                 /* remote frees in the window so far */
-    uint8_t off;                   /* the last window's remote frees go to batches */
+    uint8_t on;                    /* the thread traded the class in the last window: its
+                                      remote frees go into its cache (0: into batches) */
     uint16_t pad;
 } hak_trade_t;
 

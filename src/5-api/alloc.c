@@ -217,14 +217,15 @@ static SLOW_PATH void free_foreign_suspect(hak_heap_t *me, hak_tcache_t *tc, voi
  * class between a quarter and four times those frees? */
 static SLOW_PATH void trade_window(hak_trade_t *t, const hak_tcache_t *tc) {
     uint32_t pops = (uint32_t)tc->nalloc - t->at;
-    t->off = pops > 4 * HAK_TRADE_WINDOW || pops < HAK_TRADE_WINDOW / 4;
+    t->on = pops >= HAK_TRADE_WINDOW / 4 && pops <= 4 * HAK_TRADE_WINDOW;
     t->at = (uint32_t)tc->nalloc;
     t->frees = 0;
 }
 
 /* Another thread's block, counted by this thread as a remote free. Where the thread trades
  * blocks of the class — its mallocs of the class were between a quarter and four times its
- * remote frees of it in the last window of HAK_TRADE_WINDOW remote frees (types.h) — the block
+ * remote frees of it in the last window of HAK_TRADE_WINDOW remote frees (types.h; not in
+ * the first, so a thread's first remote frees go home as before) — the block
  * joins its own cache, and the next malloc of the class hands it out: threads that trade
  * blocks through a shared structure touch no shared word for them (`moved` counts the block
  * in, so the statistics count the free once); it goes home only when a flush sends it, in a
@@ -249,7 +250,7 @@ FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *
     hak_tcache_t *tc = &me->tc[cls];
     hak_trade_t *t = &me->trade[cls];
     if (unlikely(++t->frees == HAK_TRADE_WINDOW)) trade_window(t, tc);
-    if (likely(!t->off) && likely(_hak_span_remote_clean(p, key))) {
+    if (t->on && likely(_hak_span_remote_clean(p, key))) {
         if (unlikely(((void **)p)[1] == tc)) { free_foreign_suspect(me, tc, p); return; }
         me->moved[cls]++;
         tc_push(tc, p);
