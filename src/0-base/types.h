@@ -270,16 +270,13 @@ typedef struct hak_rbatches_s {
 #define HAK_QUARANTINE_BYTES ((size_t)4 << 20)  /* ... and at most this many bytes */
 
 /* Whether a thread keeps the blocks of other threads' spans that it frees, per class
- * (alloc.c, free_foreign): a window of HAK_TRADE_WINDOW such frees, and the class's nalloc
- * at its start; at its end, `on` is set where the mallocs were a quarter to four times the
- * frees. */
+ * (alloc.c, free_foreign; tcache.c, _hak_tcache_trade): the class's remote frees and
+ * mallocs when the thread last looked, on a slow path of the class, with at least
+ * HAK_TRADE_WINDOW remote frees since the look before; the heap's `trading` flag is set
+ * where the mallocs were a quarter to four times the frees. */
 #define HAK_TRADE_WINDOW 64
 typedef struct {
-    uint32_t at;                   /* the class's nalloc (low bits) at the window's start */
-    uint8_t frees;                 /* remote frees in the window so far */
-    uint8_t on;                    /* the thread traded the class in the last window: its
-                                      remote frees go into its cache (0: into batches) */
-    uint16_t pad;
+    uint32_t frees_at, nalloc_at;  /* remote_frees and nalloc (low bits) at the last look */
 } hak_trade_t;
 
 struct hak_heap_s {
@@ -296,7 +293,9 @@ struct hak_heap_s {
     uint32_t learn_countdown;                  /* slow paths until the learner looks (learning.c) */
     uint64_t active;                           /* classes refilled or flushed since the last
                                                   housekeeping (a bit each; owner-private) */
-    hak_trade_t trade[HAK_NCLASSES];           /* remote frees into the cache (alloc.c) */
+    uint8_t trading[HAK_NCLASSES];             /* the thread trades the class: its remote
+                                                  frees go into its cache (alloc.c) */
+    hak_trade_t trade[HAK_NCLASSES];           /* ... as its last look saw it (tcache.c) */
     uint8_t drain[HAK_NCLASSES];               /* flushes since the class's last refill */
     uint16_t drain_cap[HAK_NCLASSES];          /* the depth before a drain halved it (0:
                                                   none since the last refill) */

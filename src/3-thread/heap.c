@@ -150,6 +150,7 @@ static hak_heap_t *heap_new(void) {
     memset(h->firsts, 0, sizeof h->firsts);
     h->learn_countdown = 64;
     h->active = 0;
+    memset(h->trading, 0, sizeof h->trading);
     memset(h->trade, 0, sizeof h->trade);
     memset(h->drain, 0, sizeof h->drain);
     memset(h->drain_cap, 0, sizeof h->drain_cap);
@@ -473,6 +474,7 @@ void *_hak_heap_refill(hak_heap_t *h, size_t c, size_t n, bool clear) {
         /* one of the thread's first blocks of c, from the shared heap */
     } else {
         if (unlikely(h->rb.used != 0)) _hak_span_batches_flush(&h->rb);   /* (its slow path) */
+        _hak_tcache_trade(h, c);
         HAK_LOCK(&h->lock, HEAP);
         b = refill_locked(h, c, n, &zero);
         hak_unlock(&h->lock);

@@ -151,7 +151,7 @@ SLOW_PATH bool _hak_tcache_is_free(hak_heap_t *h, hak_tcache_t *tc, void *p) {
  * wild write. The unit last vouched for is remembered (a class's cached blocks come mostly
  * from a few spans), so most checks are the block-start multiplication alone. */
 typedef struct { uintptr_t key; hak_unit_t *u; hak_span_t *s; } unit_memo_t;
-enum { BAD, OWN, FOREIGN };
+enum { OWN, BAD, FOREIGN };
 
 static SLOW_PATH int cached_foreign(const hak_heap_t *h, hak_tcache_t *tc, hak_unit_t *u, void *b) {
     if (!u->in_use || u->cls != (size_t)(tc - h->tc) || !hak_block_start(u, b)) return BAD;
@@ -204,18 +204,19 @@ static void *send_home(hak_heap_t *h, hak_tcache_t *tc, void *b, uint32_t n, uin
     h->slow_ticks++;
     for (; left > 0 && b != NULL; left--) {
         int kind = cached_kind(h, tc, &memo, b, true);
-        if (unlikely(kind == BAD)) {
-            _hak_heap_report_corrupt(b, _hak_class_size[tc - h->tc]);
-            b = NULL;
-            break;
-        }
-        void *next = *(void **)b;
-        if (unlikely(kind == FOREIGN)) {
+        if (unlikely(kind != OWN)) {
+            if (kind == BAD) {
+                _hak_heap_report_corrupt(b, _hak_class_size[tc - h->tc]);
+                b = NULL;
+                break;
+            }
+            void *next = *(void **)b;
             *(void **)b = foreign;
             foreign = b;
             b = next;
             continue;
         }
+        void *next = *(void **)b;
         hak_span_t *s = memo.s;
         hak_block_home(h, s, b);
         /* a span gone back to the pool: its unit's slot vouches for nothing now */
@@ -299,12 +300,27 @@ void _hak_tcache_flush_all(hak_heap_t *h) {
         if (h->tc[c].head != NULL) _hak_tcache_flush(h, &h->tc[c], 0);
 }
 
+/* On a slow path of class c (a refill, a flush of a full cache): does the thread trade the
+ * class — its mallocs of it a quarter to four times its remote frees of it, over at least
+ * HAK_TRADE_WINDOW remote frees since the last look (types.h)? A consumer (no mallocs), or a
+ * thread that frees another's block now and then, does not. */
+void _hak_tcache_trade(hak_heap_t *h, size_t c) {
+    hak_trade_t *t = &h->trade[c];
+    uint32_t frees = (uint32_t)h->st.remote_frees[c] - t->frees_at;
+    if (frees < HAK_TRADE_WINDOW) return;
+    uint32_t pops = (uint32_t)h->tc[c].nalloc - t->nalloc_at;
+    h->trading[c] = pops >= frees / 4 && pops / 4 <= frees;
+    t->frees_at = (uint32_t)h->st.remote_frees[c];
+    t->nalloc_at = (uint32_t)h->tc[c].nalloc;
+}
+
 enum { BULK_FLUSHES = 4 };
 
 /* free's flush of a full cache (the owner): half goes home, and a drain shrinks the depth. */
 SLOW_PATH void _hak_tcache_flush_full(hak_heap_t *h, hak_tcache_t *tc) {
     size_t c = (size_t)(tc - h->tc);
     uint32_t cap = tc->cap;
+    _hak_tcache_trade(h, c);
     if (unlikely(h->rb.used != 0)) _hak_span_batches_flush(&h->rb);   /* (its slow path) */
     if (h->drain[c] < 255) h->drain[c]++;
     bool drain = h->drain[c] >= 3;   /* the third flush with no refill: a drain, not a swing */

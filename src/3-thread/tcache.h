@@ -39,6 +39,8 @@ void _hak_tcache_flush(hak_heap_t *h, hak_tcache_t *tc, uint32_t keep);
 void _hak_tcache_flush_all(hak_heap_t *h);
 /* A forked child: other heaps' blocks in the caches of o (a thread gone) go to their spans. */
 void _hak_tcache_fork_child_send(hak_heap_t *o);
+/* Does the thread trade blocks of class c with other threads (a slow path of c)? */
+void _hak_tcache_trade(hak_heap_t *h, size_t c);
 /* free's flush of a full cache. */
 void _hak_tcache_flush_full(hak_heap_t *h, hak_tcache_t *tc);
 /* The owner's housekeeping of its heap h: unused classes' caches go home (tcache.c). */

@@ -213,30 +213,34 @@ static SLOW_PATH void free_foreign_suspect(hak_heap_t *me, hak_tcache_t *tc, voi
     tc_push(tc, p);
 }
 
-/* The end of a class's window of remote frees: did the thread trade, its mallocs of the
- * class between a quarter and four times those frees? */
-static SLOW_PATH void trade_window(hak_trade_t *t, const hak_tcache_t *tc) {
-    uint32_t pops = (uint32_t)tc->nalloc - t->at;
-    t->on = pops >= HAK_TRADE_WINDOW / 4 && pops <= 4 * HAK_TRADE_WINDOW;
-    t->at = (uint32_t)tc->nalloc;
-    t->frees = 0;
+/* A remote free of block p (owner's key `key`) by a thread that trades its class: into
+ * the thread's own cache, unless the checks find it freed already (free_foreign). */
+static __attribute__((noinline)) void free_traded(hak_heap_t *me, hak_span_t *s, void *p, void *key, unsigned cls) {
+    if (unlikely(!_hak_span_remote_clean(p, key))) {
+        _hak_span_batch_remote(&me->rb, s, p, key, cls);      /* (which reports it) */
+        return;
+    }
+    hak_tcache_t *tc = &me->tc[cls];
+    if (unlikely(((void **)p)[1] == tc)) { free_foreign_suspect(me, tc, p); return; }
+    me->moved[cls]++;
+    tc_push(tc, p);
 }
 
 /* Another thread's block, counted by this thread as a remote free. Where the thread trades
  * blocks of the class — its mallocs of the class were between a quarter and four times its
- * remote frees of it in the last window of HAK_TRADE_WINDOW remote frees (types.h; not in
- * the first, so a thread's first remote frees go home as before) — the block
- * joins its own cache, and the next malloc of the class hands it out: threads that trade
- * blocks through a shared structure touch no shared word for them (`moved` counts the block
- * in, so the statistics count the free once); it goes home only when a flush sends it, in a
+ * remote frees of it, as its last slow path of the class saw (tcache.c, _hak_tcache_trade;
+ * not before, so a thread's first remote frees go home as before) — the block joins its
+ * own cache, and the next malloc of the class hands it out: threads that trade blocks
+ * through a shared structure touch no shared word for them (`moved` counts the block in,
+ * so the statistics count the free once); it goes home only when a flush sends it, in a
  * batch (tcache.c). Elsewhere (a consumer, which frees and does not allocate, or a thread
- * that frees another's block now and then), into the thread's batch for the block's span (span.c, "Batches"): blocks go back
- * to the thread that carves their span, where kept they would spread over every thread's
- * cache lines (shared_mt: 0.77x). The double-free checks are the remote free's (the
- * owner's key, the remote mark) and the cache's own key. The thread's heap is its own or
- * the empty one, never the shared heap. In checked mode every unit's owner slot holds
- * HAK_CHECKED_OWNER, so one compare sends both an abandoned span (no owner) and checked
- * mode to the slow end. */
+ * that frees another's block now and then), into the thread's batch for the block's span
+ * (span.c, "Batches"): blocks go back to the thread that carves their span, where kept
+ * they would spread over every thread's cache lines (shared_mt: 0.77x). The double-free
+ * checks are the remote free's (the owner's key, the remote mark) and the cache's own key.
+ * The thread's heap is its own or the empty one, never the shared heap. In checked mode
+ * every unit's owner slot holds HAK_CHECKED_OWNER, so one compare sends both an abandoned
+ * span (no owner) and checked mode to the slow end. */
 FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *u) {
     /* counted first, and not undone for a double free (reported; under warn the count is
      * one over): once pushed, the block may be collected and its span reused, and a counter
@@ -247,13 +251,8 @@ FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *
     /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
      * changes meanwhile leaves a double free found later, not missed) */
     void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
-    hak_tcache_t *tc = &me->tc[cls];
-    hak_trade_t *t = &me->trade[cls];
-    if (unlikely(++t->frees == HAK_TRADE_WINDOW)) trade_window(t, tc);
-    if (t->on && likely(_hak_span_remote_clean(p, key))) {
-        if (unlikely(((void **)p)[1] == tc)) { free_foreign_suspect(me, tc, p); return; }
-        me->moved[cls]++;
-        tc_push(tc, p);
+    if (me->trading[cls]) {
+        free_traded(me, s, p, key, cls);
         return;
     }
     _hak_span_batch_remote(&me->rb, s, p, key, cls);

@@ -67,10 +67,10 @@ static void free_all(void)
 }
 
 /* The freeing thread: frees, then waits for the main thread's word before it goes on;
- * (reuse) first trades a window of blocks of the size (a free of the main thread's and a
- * malloc in turn: hakmem's window of remote frees is 64 of a class), then frees, and then
- * allocates N blocks of the size, which must be the blocks it freed (reused: how many
- * were), frees them again and waits for the word to end. */
+ * (reuse) first trades blocks of the size (a free of the main thread's and a malloc in
+ * turn: hakmem looks at the mix on its refills, over at least 64 remote frees), then frees, and then
+ * allocates N blocks of the size, most of which must be the blocks it freed (reused: how
+ * many were), frees them again and waits for the word to end. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int stage;
@@ -90,20 +90,20 @@ static void set_stage(int s)
     pthread_mutex_unlock(&mu);
 }
 
-enum { WINDOW = 64 };
+enum { WINDOW = 256 };
 static void *warm[WINDOW];
 static int reused;
 
 static void *freer(void *arg)
 {
     int reuse = arg != NULL;
+    static void *kept[WINDOW];             /* (freed at the end: a free-only stretch now would
+                                              look like a consumer's) */
     if (reuse) {
-        void *kept[WINDOW];
         for (int i = 0; i < WINDOW; i++) {
             free(warm[i]);
             REQUIRE((kept[i] = malloc(SIZE)) != NULL);
         }
-        for (int i = 0; i < WINDOW; i++) free(kept[i]);
     }
     free_all();
     set_stage(1);
@@ -119,6 +119,7 @@ static void *freer(void *arg)
         set_stage(3);
         wait_stage(4);
         free_all();
+        for (int i = 0; i < WINDOW; i++) free(kept[i]);
     }
     return NULL;
 }
@@ -155,7 +156,7 @@ int main(int argc, char **argv)
     set_stage(4);
     REQUIRE(pthread_join(t, NULL) == 0);
     if (hakmem) {
-        CHECK(reused == N);
+        CHECK(reused >= N / 2);     /* (most: the cache may overflow and send some home) */
         CHECK(spans_after_trim() == base);
     }
 

@@ -1,10 +1,12 @@
 /* Blocks of another thread's spans that a thread frees (src/5-api/alloc.c, free_foreign):
- * until a window of remote frees of a class shows the thread trading it (mallocs a quarter
- * to four times the frees), they gather in its batches; from then on they join its own
- * cache, gather in no batch, and its next mallocs of the class hand them out again; once
- * it only frees the class, the next window turns that off and they gather in its batch for
- * their span again, which goes out on its next slow path; at its exit every block reaches
- * its owner, each once; and the statistics count every free once, as a remote free. */
+ * until a slow path of their class finds the thread trading it (mallocs a quarter to four
+ * times the remote frees, over at least HAK_TRADE_WINDOW of them: tcache.c,
+ * _hak_tcache_trade), they gather in its batches; from then on they join its own cache,
+ * gather in no batch, and its next mallocs of the class hand them out again; once it only
+ * frees the class, the flush of its full cache turns that off and they gather in its batch
+ * for their span again, which goes out on its next slow path; at its exit every block
+ * reaches its owner, each once; and the statistics count every free once, as a remote
+ * free. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,7 +14,8 @@
 #include "internals.h"
 #include "../helpers/check.h"
 
-enum { W = HAK_TRADE_WINDOW, N = 40, M = 6000, SZ = 64, SZ2 = 2000 };  /* SZ2: a class no one else uses */
+/* W: trading rounds, enough for several windows and refills; SZ2: a class no one else uses */
+enum { W = 4 * HAK_TRADE_WINDOW, N = 40, M = 6000, SZ = 64, SZ2 = 2000 };
 static void *blocks[M];
 static uint32_t cached_gain;
 static uint64_t batches_after_trade, batch_of_drain, batches_after_slow;
@@ -22,14 +25,14 @@ static void *trader(void *arg) {
     (void)arg;
     size_t c = hak_size_class(SZ);
     static void *own[W];
-    /* a window of trading: a remote free and a malloc of the class in turn */
+    /* trading: a remote free and a malloc of the class in turn (refills look) */
     for (int i = 0; i < W; i++) {
-        if (i == 1) first_window_on = _hak_thread_heap->trade[c].on;
+        if (i == 1) first_window_on = _hak_thread_heap->trading[c];
         hak_free(blocks[M - 1 - i]);
         REQUIRE((own[i] = hak_malloc(SZ)) != NULL);
     }
     hak_heap_t *h = _hak_thread_heap;
-    traded_on = h->trade[c].on;
+    traded_on = h->trading[c];
     for (int i = 0; i < W; i++) hak_free(own[i]);      /* (its own: home) */
     _hak_span_batches_flush(&h->rb);                   /* (the first window's batch) */
     uint32_t before = hak_tc_count(&h->tc[c]);
@@ -45,7 +48,7 @@ static void *trader(void *arg) {
     for (int i = 0; i < N; i++) hak_free(blocks[i]);
     /* frees only: the next window of remote frees ends with no mallocs in it */
     for (int i = N; i < M - W; i++) hak_free(blocks[i]);
-    trading_off = !h->trade[c].on;
+    trading_off = !h->trading[c];
     batch_of_drain = h->rb.used >> c & 1;
     void *x = hak_malloc(SZ2);                   /* a refill: a slow path */
     REQUIRE(x != NULL);
