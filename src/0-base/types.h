@@ -260,6 +260,9 @@ typedef struct hak_rbatch_s {
     hak_span_t *span;                          /* NULL: the slot is free */
     void *head, *tail;                         /* linked by their first words */
     uint32_t left;                             /* blocks it takes before it goes out */
+    uint32_t trading;                          /* the thread trades the class: its remote
+                                                  frees go into its cache, not here
+                                                  (alloc.c; beside the slot the free reads) */
 } hak_rbatch_t;
 typedef struct hak_rbatches_s {
     uint64_t used;                             /* slots holding a batch, a bit each */
@@ -272,8 +275,8 @@ typedef struct hak_rbatches_s {
 /* Whether a thread keeps the blocks of other threads' spans that it frees, per class
  * (alloc.c, free_foreign; tcache.c, _hak_tcache_trade): the class's remote frees and
  * mallocs when the thread last looked, on a slow path of the class, with at least
- * HAK_TRADE_WINDOW remote frees since the look before; the heap's `trading` flag is set
- * where the mallocs were a quarter to four times the frees. */
+ * HAK_TRADE_WINDOW remote frees since the look before; the class's batch slot's `trading`
+ * is set where the mallocs were a quarter to four times the frees. */
 #define HAK_TRADE_WINDOW 64
 typedef struct {
     uint32_t frees_at, nalloc_at;  /* remote_frees and nalloc (low bits) at the last look */
@@ -293,9 +296,8 @@ struct hak_heap_s {
     uint32_t learn_countdown;                  /* slow paths until the learner looks (learning.c) */
     uint64_t active;                           /* classes refilled or flushed since the last
                                                   housekeeping (a bit each; owner-private) */
-    uint8_t trading[HAK_NCLASSES];             /* the thread trades the class: its remote
-                                                  frees go into its cache (alloc.c) */
-    hak_trade_t trade[HAK_NCLASSES];           /* ... as its last look saw it (tcache.c) */
+    hak_trade_t trade[HAK_NCLASSES];           /* does the thread trade the class (its
+                                                  batch slot's `trading`): its last look */
     uint8_t drain[HAK_NCLASSES];               /* flushes since the class's last refill */
     uint16_t drain_cap[HAK_NCLASSES];          /* the depth before a drain halved it (0:
                                                   none since the last refill) */

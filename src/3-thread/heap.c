@@ -150,7 +150,7 @@ static hak_heap_t *heap_new(void) {
     memset(h->firsts, 0, sizeof h->firsts);
     h->learn_countdown = 64;
     h->active = 0;
-    memset(h->trading, 0, sizeof h->trading);
+    for (size_t c = 0; c < HAK_NCLASSES; c++) h->rb.slot[c].trading = 0;   /* (empty: flushed) */
     memset(h->trade, 0, sizeof h->trade);
     memset(h->drain, 0, sizeof h->drain);
     memset(h->drain_cap, 0, sizeof h->drain_cap);

@@ -309,7 +309,7 @@ void _hak_tcache_trade(hak_heap_t *h, size_t c) {
     uint32_t frees = (uint32_t)h->st.remote_frees[c] - t->frees_at;
     if (frees < HAK_TRADE_WINDOW) return;
     uint32_t pops = (uint32_t)h->tc[c].nalloc - t->nalloc_at;
-    h->trading[c] = pops >= frees / 4 && pops / 4 <= frees;
+    h->rb.slot[c].trading = pops >= frees / 4 && pops / 4 <= frees;
     t->frees_at = (uint32_t)h->st.remote_frees[c];
     t->nalloc_at = (uint32_t)h->tc[c].nalloc;
 }

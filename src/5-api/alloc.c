@@ -251,7 +251,7 @@ FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *
     /* the owner's cache, the key of its free blocks (read as a snapshot: an owner that
      * changes meanwhile leaves a double free found later, not missed) */
     void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
-    if (me->trading[cls]) {
+    if (me->rb.slot[cls].trading) {
         free_traded(me, s, p, key, cls);
         return;
     }

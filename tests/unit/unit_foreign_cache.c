@@ -27,12 +27,12 @@ static void *trader(void *arg) {
     static void *own[W];
     /* trading: a remote free and a malloc of the class in turn (refills look) */
     for (int i = 0; i < W; i++) {
-        if (i == 1) first_window_on = _hak_thread_heap->trading[c];
+        if (i == 1) first_window_on = _hak_thread_heap->rb.slot[c].trading;
         hak_free(blocks[M - 1 - i]);
         REQUIRE((own[i] = hak_malloc(SZ)) != NULL);
     }
     hak_heap_t *h = _hak_thread_heap;
-    traded_on = h->trading[c];
+    traded_on = h->rb.slot[c].trading;
     for (int i = 0; i < W; i++) hak_free(own[i]);      /* (its own: home) */
     _hak_span_batches_flush(&h->rb);                   /* (the first window's batch) */
     uint32_t before = hak_tc_count(&h->tc[c]);
@@ -48,7 +48,7 @@ static void *trader(void *arg) {
     for (int i = 0; i < N; i++) hak_free(blocks[i]);
     /* frees only: the next window of remote frees ends with no mallocs in it */
     for (int i = N; i < M - W; i++) hak_free(blocks[i]);
-    trading_off = !h->trading[c];
+    trading_off = !h->rb.slot[c].trading;
     batch_of_drain = h->rb.used >> c & 1;
     void *x = hak_malloc(SZ2);                   /* a refill: a slow path */
     REQUIRE(x != NULL);
