@@ -29,6 +29,8 @@ CASES = {
     "double_free_remote": ("double free", True),
     "remote_double_free": ("double free", False),
     "remote_double_free_cycle": ("double free", False),   # (the freeing thread's batch)
+    "traded_double_free": ("double free", False),         # (the freeing thread's cache)
+    "traded_then_owner": ("free list damaged", False),    # (found at the trader's malloc)
     "uaf_first_words": ("write to freed memory", True),
     "uaf_flush": ("free list damaged", False),
     "uaf_remote": ("free list damaged", False),
@@ -40,7 +42,7 @@ FUNC = {"realloc_interior": "realloc", "usable_interior": "malloc_usable_size",
         "use_after_free": "malloc"}
 # Found on a slow path rather than in a call of the program's: "hakmem: block 0x...: ..."
 FOUND = {"uaf_first_words", "uaf_flush", "uaf_remote",
-         "uaf_drain_kept", "double_free_home"}
+         "uaf_drain_kept", "double_free_home", "traded_then_owner"}
 
 
 def run(case, **env):

@@ -26,6 +26,50 @@ static void *free_p_q_p(void *arg) {
     return NULL;
 }
 
+/* A thread that trades blocks of 100 bytes with the main thread (frees one of its blocks,
+ * allocates one, TRADE times: hakmem's remote frees of the class then stay in the
+ * thread's own cache, src/5-api/alloc.c's free_foreign), then misuses `traded_victim`:
+ * frees it twice (traded_twice), or frees it once and, after the main thread freed it too,
+ * allocates from its cache (traded_then_owner). */
+enum { TRADE = 1024 };
+static void *traded[TRADE];
+static void *traded_victim;
+static pthread_barrier_t traded_step;
+static void trade(void) {
+    static void *kept[TRADE];
+    for (int i = 0; i < TRADE; i++) { free(traded[i]); kept[i] = malloc(100); }
+    for (int i = 0; i < TRADE; i++) traded[i] = kept[i];    /* (freed by the heap check) */
+}
+static void *traded_twice(void *arg) {
+    (void)arg;
+    trade();
+    free(traded_victim);
+    free(traded_victim);
+    return NULL;
+}
+static void *traded_then_owner(void *arg) {
+    (void)arg;
+    trade();
+    free(traded_victim);
+    pthread_barrier_wait(&traded_step);      /* the main thread frees it again */
+    pthread_barrier_wait(&traded_step);
+    for (int i = 0; i < 4; i++) (void)!malloc(100);
+    return NULL;
+}
+static void run_traded(void *(*fn)(void *)) {
+    for (int i = 0; i < TRADE; i++) traded[i] = malloc(100);
+    traded_victim = malloc(100);
+    pthread_barrier_init(&traded_step, NULL, 2);
+    pthread_t t;
+    if (pthread_create(&t, NULL, fn, NULL) != 0) exit(4);
+    if (fn == traded_then_owner) {
+        pthread_barrier_wait(&traded_step);
+        free(traded_victim);
+        pthread_barrier_wait(&traded_step);
+    }
+    if (pthread_join(t, NULL) != 0) exit(4);
+}
+
 /* After an ignored misuse the allocator must still hand out sound, distinct blocks. */
 static int heap_still_works(void) {
     enum { N = 2000 };
@@ -96,6 +140,8 @@ int main(int argc, char **argv) {
         on_a_thread(free_p_q_p, pq);
         malloc_trim(0);
     }
+    else if (!strcmp(c, "traded_double_free")) run_traded(traded_twice);
+    else if (!strcmp(c, "traded_then_owner")) run_traded(traded_then_owner);
     else if (!strcmp(c, "uaf_remote")) {
         /* blocks freed from another thread, then the last one's link overwritten through a
          * stale pointer: the owner meets it when it collects the remote list (malloc_trim) */
