@@ -121,10 +121,6 @@ SLOW_PATH void *_hak_tcache_damaged(hak_tcache_t *tc) {
     return b;
 }
 
-/* A free found the double-free key in p: is p really free already, in this cache, on its
- * span's remote list (another thread freed it first: it wrote the key there too), or at
- * home in its span? (Only a user's data that happens to equal the key gets here
- * otherwise.) */
 SLOW_PATH bool _hak_tcache_holds(hak_heap_t *h, hak_tcache_t *tc, const void *p) {
     hak_sample_join(h, (size_t)(tc - h->tc));
     uint32_t n = hak_tc_count(tc);
@@ -133,6 +129,10 @@ SLOW_PATH bool _hak_tcache_holds(hak_heap_t *h, hak_tcache_t *tc, const void *p)
     return false;
 }
 
+/* A free found the double-free key in p: is p really free already, in this cache, on its
+ * span's remote list (another thread freed it first: it wrote the key there too), or at
+ * home in its span? (Only a user's data that happens to equal the key gets here
+ * otherwise.) */
 SLOW_PATH bool _hak_tcache_is_free(hak_heap_t *h, hak_tcache_t *tc, void *p) {
     if (_hak_tcache_holds(h, tc, p)) return true;
     hak_span_t *s = hak_span_of(hak_ss_of(p), p);
@@ -144,8 +144,8 @@ SLOW_PATH bool _hak_tcache_is_free(hak_heap_t *h, hak_tcache_t *tc, void *p) {
 }
 
 /* Could b be a block of tc's class in one of h's spans (OWN), or one of another heap's that
- * this thread freed into the cache (FOREIGN: free_other caches those while the thread
- * allocates the class too, and they carry the cache's key as every cached block does)? A
+ * this thread freed into the cache (FOREIGN: alloc.c's free_traded caches those while the
+ * thread trades the class, and they carry the cache's key as every cached block does)? A
  * cached block's link is its first word, which a use after free may have overwritten: the
  * flush checks each block before it touches it, so a damaged link ends in a report, not a
  * wild write. The unit last vouched for is remembered (a class's cached blocks come mostly

@@ -202,26 +202,20 @@ static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
     tc_push(tc, p);
 }
 
-/* Another thread's block, found in this thread's cache of the class: freed twice, unless
- * the program's data matched the key. */
-static SLOW_PATH void free_foreign_suspect(hak_heap_t *me, hak_tcache_t *tc, void *p) {
-    if (_hak_tcache_holds(me, tc, p)) {
-        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, _hak_class_size[tc - me->tc]);
-        return;
-    }
-    me->moved[tc - me->tc]++;
-    tc_push(tc, p);
-}
-
 /* A remote free of block p (owner's key `key`) by a thread that trades its class: into
- * the thread's own cache, unless the checks find it freed already (free_foreign). */
+ * the thread's own cache, unless the checks find it freed already (free_foreign): the
+ * remote free's, and the cache's own key, which the program's data may match too (the
+ * cache is walked then). */
 static __attribute__((noinline)) void free_traded(hak_heap_t *me, hak_span_t *s, void *p, void *key, unsigned cls) {
     if (unlikely(!_hak_span_remote_clean(p, key))) {
         _hak_span_batch_remote(&me->rb, s, p, key, cls);      /* (which reports it) */
         return;
     }
     hak_tcache_t *tc = &me->tc[cls];
-    if (unlikely(((void **)p)[1] == tc)) { free_foreign_suspect(me, tc, p); return; }
+    if (unlikely(((void **)p)[1] == tc) && _hak_tcache_holds(me, tc, p)) {
+        _hak_report("free", HAK_ERR_DOUBLE_FREE, p, _hak_class_size[cls]);
+        return;
+    }
     me->moved[cls]++;
     tc_push(tc, p);
 }
