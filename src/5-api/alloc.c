@@ -116,7 +116,7 @@ FAST_PATH void *tc_pop(hak_heap_t *h, hak_tcache_t *tc, size_t n) {
     return alloc_slow((size_t)(tc - h->tc), n, false);
 }
 
-HAK_EXPORT void *hak_malloc(size_t n) {
+HAK_EXPORT HOT_ENTRY void *hak_malloc(size_t n) {
     HAK_COUNT_OP(MALLOC);
     hak_heap_t *h = _hak_thread_heap;
     hak_tcache_t *tc;
@@ -323,7 +323,7 @@ static SLOW_PATH void free_slow(void *p) {
     _hak_report("free", HAK_ERR_FOREIGN, p, 0);
 }
 
-HAK_EXPORT void hak_free(void *p) {
+HAK_EXPORT HOT_ENTRY void hak_free(void *p) {
     HAK_COUNT_OP(FREE);
     hak_unit_t *u;
     if (likely(hak_arena_unit(p, &u))) { free_block(u, p); return; }
