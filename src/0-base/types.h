@@ -250,15 +250,18 @@ typedef struct hak_bin_s {
     hak_span_t *full;              /* spans with every block out */
 } hak_bin_t;
 
-/* A thread's frees of other threads' blocks, gathered per span (span.c, "Batches") and
- * pushed onto each span's remote list as one chain with one CAS. Owner-private. One slot
- * per size class: an owner fills from one span of a class at a time. */
+/* A thread's frees of other threads' blocks, gathered per window of blocks (span.c,
+ * "Batches") and pushed onto the span's remote list as one message (a bitmap of the window,
+ * in one of its blocks) with one CAS. Owner-private. One slot per size class: an owner
+ * fills from one span of a class at a time, lowest blocks first. */
 #define HAK_RBATCH_SLOTS HAK_NCLASSES
-#define HAK_RBATCH_MAX 256                     /* blocks a batch holds at most ... */
+#define HAK_RBATCH_WINDOW 32                   /* blocks a message covers at most ... */
 #define HAK_RBATCH_BYTES ((uint32_t)64 << 10)  /* ... and bytes (at least one block) */
 typedef struct hak_rbatch_s {
-    hak_span_t *span;                          /* NULL: the slot is free */
-    void *head, *tail;                         /* linked by their first words */
+    char *base;                                /* the window's first block; NULL: free */
+    uint32_t bits;                             /* its blocks gathered, a bit each */
+    uint32_t len;                              /* the window's bytes (0: free) */
+    uint32_t recip;                            /* its span's (types.h, hak_span_t) */
     uint32_t left;                             /* blocks it takes before it goes out */
     uint32_t trading;                          /* the thread trades the class: its remote
                                                   frees go into its cache, not here

@@ -75,48 +75,35 @@ void _hak_debug_freed(const void *p) {
 }
 #endif
 
-/* ---- links between free blocks ------------------------------------------------------
- * A block on a remote list links to the next by its first word. The program may have
- * written over it (a use after free), so the owner, when it collects the list, first
- * checks where each link goes: to NULL or to a block of the same span, below its bump
- * pointer. In checked mode a free block's second word also holds the link XOR a key, and
- * the target must be marked free: any write into the first 16 bytes of a freed block
- * breaks the pair. A link that fails is reported; with HAKMEM_ON_ERROR=warn the list ends
- * there (the blocks past it stay out of use) and the span works on. */
+/* ---- messages on a remote list ------------------------------------------------------
+ * A span's remote list is a stack of messages. A message is a bitmap of the blocks of one
+ * group of HAK_RBATCH_WINDOW blocks (a group starts at a multiple of the window in the
+ * span's block numbering), held in the group's lowest block that it names, the carrier:
+ *
+ *   carrier[0]  the bitmap << 32 | (the next carrier's index + 1; 0 ends the list)
+ *   carrier[1]  REMOTE_MARK, as every block of the message (checked mode: [0] ^ LINK_KEY)
+ *
+ * So a batch of blocks comes home with one read and one OR into the free bitmap, and the
+ * owner never reads the other blocks: no walk from block to block through lines another
+ * core wrote. The program may have written over a carrier (a use after free), so the owner
+ * checks each: the mark (or the key), the carrier its bitmap's lowest block, every block
+ * of the bitmap below the bump pointer and not home already, and the next carrier a block
+ * below the bump pointer too (checked mode: free in the free map). Any write into the
+ * first 16 bytes of a carrier breaks one of them. A message that fails is reported; with
+ * HAKMEM_ON_ERROR=warn the list ends there (its blocks and those past it stay out of use)
+ * and the span works on. A write into another block of a message changes nothing the
+ * owner reads. */
 
 #define LINK_KEY 0x5a17c0de0bad1dedull
+_Static_assert(HAK_RBATCH_WINDOW == 32, "a message's bitmap is the carrier's high half");
 
-/* A block on a remote list carries REMOTE_MARK in its second word (outside checked mode):
- * the remote free writes it, the owner's collection checks it (a block the owner freed
- * into its cache meanwhile carries the cache's key there, and its first word is the
- * cache's link, not the list's). An odd address in hakmem's own data: never a cache's
+/* Every block of a message carries REMOTE_MARK in its second word (outside checked mode):
+ * the remote free writes it, a second free finds it (batch_freed_twice), the owner's
+ * collection checks the carrier's (a block the owner freed into its cache meanwhile
+ * carries the cache's key there). An odd address in hakmem's own data: never a cache's
  * address (aligned), never what malloc leaves in a live block (0). */
 static char remote_mark_base;
 #define REMOTE_MARK ((void *)(&remote_mark_base + 1))
-
-/* A span's carved range and block size, for checking many links in a row. */
-typedef struct { uintptr_t start, len; uint64_t magic; } bounds_t;
-
-static inline bounds_t bounds_of(const hak_span_t *s) {
-    uint64_t m = (uint64_t)0 - hak_unit_of(hak_ss_of(s), s->start)->div_magic;
-    /* opaque: gcc would otherwise multiply by div_magic and negate inside a walk's loop */
-    __asm__("" : "+r"(m));
-    return (bounds_t){ (uintptr_t)s->start, (uintptr_t)(s->bump - s->start), m };
-}
-
-/* The block at offset off from the span's start is one below its bump pointer: one
- * compare for the range, one multiplication for the block start (offsets fit 32 bits; the
- * multiplier M of hak_block_start maps block q, offset q * bsize from the start, to q * E,
- * below the window for q < capacity, and any other offset past it). */
-static inline bool in_bounds(bounds_t k, uintptr_t off) {
-    return off < k.len && (uint64_t)(uint32_t)off * k.magic < HAK_BLOCK_WINDOW;
-}
-
-/* Checked mode's part of a link check: the key word agrees and the target is free. */
-static bool link_ok_checked(const hak_span_t *s, void *b, void *next) {
-    if (((uintptr_t *)b)[1] != ((uintptr_t)next ^ LINK_KEY)) return false;
-    return next == NULL || _hak_freemap_get(s, next);
-}
 
 static SLOW_PATH void report_link(const hak_span_t *s, void *b) {
     _hak_report(NULL, _hak_opt.check ? HAK_ERR_LINK_DAMAGED : HAK_ERR_CORRUPT, b, s->bsize);
@@ -137,43 +124,45 @@ static SLOW_PATH void home_twice(hak_span_t *s, void *b) {
 #define HAK_PIN_WALK(p) ((void)0)
 #endif
 
-/* The walk of a collected remote list, each block into the bitmap: each link is checked
- * with the span's bounds and block size held in registers (the links are remote frees:
- * many per collection on producer/consumer programs), and a block found home already ends
- * the walk (so does a cycle). `checked` is a constant in each caller. A damaged list is
- * reported and, under warn, cut there: the blocks past it stay out of use. Returns the
- * blocks that came home. */
+/* The walk of a collected remote list, each message's blocks into the bitmap with one OR.
+ * `checked` is a constant in each caller. A damaged message is reported and, under warn,
+ * ends the walk. Returns the blocks that came home. */
 FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
-    bounds_t k = bounds_of(s);
+    char *start = s->start;
     uint64_t recip = s->recip, *bits = s->free_bits;
-    uint32_t n = 0;
-    uintptr_t off = (uintptr_t)b - k.start;           /* (the head passed free's checks) */
+    size_t bs = s->bsize;
+    uint32_t carved = hak_block_index((uint64_t)(s->bump - start), recip), n = 0;
+    uint32_t i = hak_span_index(s, b);                /* (the head passed free's checks) */
     for (;;) {
-        void *next = *(void **)b;
-        if (unlikely(checked) && !link_ok_checked(s, b, next)) {
-            report_link(s, b);
-            next = NULL;
-        }
-        /* pushed by a remote free, and not touched since: not a block that was freed again
-         * (a cache's link over the remote one) or written after its free */
-        if (!checked && unlikely(((void **)b)[1] != REMOTE_MARK)) {
+        uint64_t w0 = ((uint64_t *)b)[0];
+        uint64_t w1 = ((uint64_t *)b)[1];
+        uint32_t mask = (uint32_t)(w0 >> 32), next = (uint32_t)w0, pos = i % HAK_RBATCH_WINDOW;
+        uint32_t group = i - pos;
+        /* the mark (the key), the carrier the bitmap's lowest block, the bitmap's blocks
+         * carved: else a write after the free, or not a carrier */
+        if ((checked ? w1 != (w0 ^ LINK_KEY) : w1 != (uint64_t)(uintptr_t)REMOTE_MARK) ||
+            unlikely((mask & ((2ull << pos) - 1)) != (1ull << pos)) ||
+            unlikely(group + 32 - (uint32_t)__builtin_clz(mask) > carved)) {
             report_link(s, b);
             break;
         }
-        if (unlikely(!hak_bit_claim(bits, hak_block_index(off, recip)))) {
+        uint64_t x = (uint64_t)mask << (group % 64), *w = &bits[group / 64];
+        if (unlikely(*w & x)) {                       /* home already: a block freed twice */
             home_twice(s, b);
             break;
         }
-        n++;
+        *w |= x;
+        n += (uint32_t)__builtin_popcount(mask);
         if (unlikely(checked)) _hak_checked_refill(b);
-        /* the next block's offset, checked: NULL fails the test too, so one test finds
-         * both the list's end and a damaged link */
-        off = (uintptr_t)next - k.start;
-        if (unlikely(!in_bounds(k, off))) {
-            if (next != NULL) report_link(s, b);
+        if (next == 0) break;
+        /* the next carrier: a block carved (0 - 1 wraps past it too) */
+        if (unlikely(next - 1 >= carved) ||
+            (unlikely(checked) && !_hak_freemap_get(s, start + (size_t)(next - 1) * bs))) {
+            report_link(s, b);
             break;
         }
-        b = next;
+        i = next - 1;
+        b = start + (size_t)i * bs;
         HAK_PIN_WALK(b);
     }
     if (unlikely(n > s->used)) {        /* more came back than were out: damaged */
@@ -186,9 +175,9 @@ FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
 }
 
 /* Blocks other threads freed come home. Acquire pairs with the freers' release: their
- * writes of the link (and of the block, before free) are visible here. In checked mode
- * the links just checked become fill too, so that the reuse check covers the whole
- * block. Returns the blocks that came home. */
+ * writes of the messages (and of the blocks, before free) are visible here. In checked
+ * mode the carriers' words just checked become fill again, so that the reuse check covers
+ * the whole block. Returns the blocks that came home. */
 uint32_t _hak_span_collect_remote(hak_span_t *s) {
     if ((relaxed_load(&s->remote) & ~(uintptr_t)HAK_RS_MASK) == 0) return 0;
     uintptr_t v = HAK_RMW(SPAN_REMOTE, atomic_fetch_and_explicit(&s->remote, (uintptr_t)HAK_RS_MASK,
@@ -338,6 +327,21 @@ static void *take_random(hak_span_t *s) {
     return s->start + (size_t)i * s->bsize;
 }
 
+/* The lines of the n lowest free blocks, from word *bits on (base its first block), asked
+ * for at once, for writing. The blocks that came home from other threads sit in lines the
+ * freeing threads' caches hold; take_free's writes of the cache's links would otherwise
+ * fetch them one after another (and the heap lock's release, after the fill, waits for
+ * every one): a consumer's blocks came back 1.3-2x slower without this (docs/BENCHMARKS.md,
+ * "Messages"). */
+static void prefetch_free(const char *base, const uint64_t *bits, uint32_t n, size_t bs) {
+    for (uint64_t x = *bits;; x = *++bits, base += 64 * bs) {
+        for (; x != 0; x &= x - 1) {
+            __builtin_prefetch(base + (size_t)__builtin_ctzll(x) * bs, 1);
+            if (--n == 0) return;
+        }
+    }
+}
+
 /* The n lowest free blocks leave the bitmap (n <= nfree): the first through *first, the
  * others linked in address order for tc, their list returned (NULL for n = 1): each
  * carries tc's address in its second word, as a cached block does (heap.h, hak_tc_take).
@@ -349,6 +353,7 @@ static void *take_free(hak_span_t *s, uint32_t n, void **first, hak_tcache_t *tc
     s->used += n;
     uint32_t w = 0;
     while (bits[w] == 0) w++;
+    prefetch_free(s->start + (size_t)w * 64 * bs, bits + w, n, bs);
     uint64_t x = bits[w];
     char *base = s->start + (size_t)w * 64 * bs;            /* block w * 64 */
     *first = base + (size_t)__builtin_ctzll(x) * bs;
@@ -476,15 +481,38 @@ FAST_PATH bool remote_freed_twice(const void *p, const void *key) {
     return unlikely(((void *const *)p)[1] == key) && key != NULL;
 }
 
-/* Release: the block's contents and link are published with it. Acquire: reading FULL
- * here means the owner parked the span (its list links, s->owner) before this. `checked`
- * is a constant in each caller: checked mode also writes the link's key word, the others
- * REMOTE_MARK. A block the owner freed carries the owner's cache address in its second word
- * (in the cache, or at home after a flush), and a live block does not (malloc clears it):
- * a remote free that finds it is the second free of the block (docs/SECURITY.md). `key`:
- * the owner's (REMOTE_MARK where there is no owner; unused in checked mode). false: p was
- * freed twice, reported and not pushed. */
-_Static_assert(HAK_RS_NORMAL == 0 && HAK_RS_FULL == 1 && HAK_RS_NOTIFYING == 2, "push_remote");
+/* The message of carrier c (bitmap `mask` of c's group, c its lowest block) onto s's remote
+ * list, one CAS. Release: the blocks' contents and the message are published with it.
+ * Acquire: reading FULL here means the owner parked the span (its list links, s->owner)
+ * before this. `checked` is a constant in each caller: checked mode writes the key word,
+ * the others found REMOTE_MARK there already. false: c is on the list's top already (its
+ * second free, pushed by another thread), reported and not pushed. */
+_Static_assert(HAK_RS_NORMAL == 0 && HAK_RS_FULL == 1 && HAK_RS_NOTIFYING == 2, "message_push");
+FAST_PATH bool message_push(hak_span_t *s, void *c, uint32_t mask, bool checked) {
+    uintptr_t old = relaxed_load(&s->remote), nv;
+    do {
+        void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
+        if (unlikely(top == c)) {
+            remote_double_free(s, c);
+            return false;
+        }
+        uint64_t w0 = (uint64_t)mask << 32 | (top != NULL ? hak_span_index(s, top) + 1 : 0);
+        ((uint64_t *)c)[0] = w0;
+        if (checked) ((uint64_t *)c)[1] = w0 ^ LINK_KEY;
+        /* FULL becomes NOTIFYING, the others stay: (state + 1) & 2 maps 0, 1, 2 to 0, 2, 2 */
+        nv = (uintptr_t)c | ((old + 1) & HAK_RS_NOTIFYING);
+    } while (!HAK_RMW(SPAN_REMOTE, atomic_compare_exchange_weak_explicit(&s->remote, &old, nv,
+                                                                         memory_order_acq_rel,
+                                                                         memory_order_relaxed)));
+    if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
+    return true;
+}
+
+/* One block's message. A block the owner freed carries the owner's cache address in its
+ * second word (in the cache, or at home after a flush), and a live block does not (malloc
+ * clears it): a remote free that finds it is the second free of the block
+ * (docs/SECURITY.md). `key`: the owner's (REMOTE_MARK where there is no owner; unused in
+ * checked mode). false: p was freed twice, reported and not pushed. */
 FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked, const void *key) {
     if (!checked) {
         if (unlikely(remote_freed_twice(p, key))) {   /* (before the debug build's check) */
@@ -494,83 +522,62 @@ FAST_PATH bool push_remote(hak_span_t *s, void *p, bool checked, const void *key
         HAK_DEBUG_FREED(p);
         ((void **)p)[1] = REMOTE_MARK;
     }
-    uintptr_t old = relaxed_load(&s->remote), nv;
-    do {
-        void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
-        if (unlikely(top == p)) {            /* the same block freed twice in a row */
-            remote_double_free(s, p);
-            return false;
-        }
-        *(void **)p = top;
-        if (checked) ((uintptr_t *)p)[1] = (uintptr_t)top ^ LINK_KEY;
-        /* FULL becomes NOTIFYING, the others stay: (state + 1) & 2 maps 0, 1, 2 to 0, 2, 2 */
-        nv = (uintptr_t)p | ((old + 1) & HAK_RS_NOTIFYING);
-    } while (!HAK_RMW(SPAN_REMOTE, atomic_compare_exchange_weak_explicit(&s->remote, &old, nv,
-                                                                         memory_order_acq_rel,
-                                                                         memory_order_relaxed)));
-    if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
-    return true;
+    return message_push(s, p, 1u << (hak_span_index(s, p) % HAK_RBATCH_WINDOW), checked);
 }
 
 /* ---- Batches ---------------------------------------------------------------------------
  * A thread that frees many blocks of another thread's spans (a consumer of a producer's
  * blocks) would pay a CAS on each span's remote line per block, and the owner collecting
  * meanwhile moves that line back and forth. Instead each thread gathers its remote frees
- * per span, in a table of its heap with a slot per size class (an owner fills from one
- * span of a class at a time; a block of another span of the class flushes the slot): a free into the slot's span is a push onto a private list, with
- * push_remote's double-free check and one more (batch_freed_twice); the batch goes onto the span's list as one chain, one CAS,
- * when it holds HAK_RBATCH_MAX blocks or HAK_RBATCH_BYTES, when its slot is wanted by
- * another span, and on the thread's slow paths (refill and flush), at its exit and in a
- * forked child (_hak_span_batches_flush). The owner's collection is unchanged: one
- * exchange takes every chain pushed, and the walk that checks each link puts each block
- * home. A gathered block stays counted in its span's `used`, so the span cannot go back to
- * the pool meanwhile; a span that loses its owner meanwhile gets the chain as any remote
- * free (the next owner, or the sweep of abandoned spans, collects it). */
+ * in a table of its heap with a slot per size class (an owner fills from one span of a
+ * class at a time, lowest blocks first, so a consumer frees them in runs): the slot holds
+ * a window of up to HAK_RBATCH_WINDOW blocks of one span (and HAK_RBATCH_BYTES, at least
+ * one block; a power of two, so windows tile a message's group) and a bit per block freed
+ * in it. A free into the window is a mark in the block and a bit set, with push_remote's
+ * double-free check and one more (batch_freed_twice). The batch goes onto the span's list
+ * as one message, one CAS, when its window is all freed, when a block outside it comes,
+ * and on the thread's slow paths (refill and flush), at its exit and in a forked child
+ * (_hak_span_batches_flush). A gathered block stays counted in its span's `used`, so the
+ * span cannot go back to the pool meanwhile; a span that loses its owner meanwhile gets
+ * the message as any remote free (the next owner, or the sweep of abandoned spans,
+ * collects it). */
 
-static void chain_push(hak_span_t *s, void *head, void *tail) {
-    uintptr_t old = relaxed_load(&s->remote), nv;
-    do {
-        void *top = (void *)(old & ~(uintptr_t)HAK_RS_MASK);
-        if (unlikely(top == head)) {         /* its second free, pushed by another thread */
-            remote_double_free(s, head);
-            return;
-        }
-        *(void **)tail = top;
-        nv = (uintptr_t)head | ((old + 1) & HAK_RS_NOTIFYING);
-    } while (!HAK_RMW(SPAN_REMOTE, atomic_compare_exchange_weak_explicit(&s->remote, &old, nv,
-                                                                         memory_order_acq_rel,
-                                                                         memory_order_relaxed)));
-    if (unlikely((old & HAK_RS_MASK) == HAK_RS_FULL)) remote_notify(s);
-}
-
-/* Slot b of rb emptied (first) and its chain pushed: a fork in between loses the chain
- * from the child's view (a leak), never pushes it twice. */
+/* Slot b of rb emptied (first) and its message pushed: a fork in between loses the
+ * message from the child's view (a leak), never pushes it twice. */
 static void batch_flush(hak_rbatches_t *rb, hak_rbatch_t *b) {
-    hak_span_t *s = b->span;
-    void *head = b->head, *tail = b->tail;
-    b->span = NULL;
+    char *base = b->base;
+    uint32_t bits = b->bits;
+    b->base = NULL;
+    b->len = 0;
     rb->used &= ~(1ull << (b - rb->slot));
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    chain_push(s, head, tail);
+    hak_span_t *s = hak_span_of(hak_ss_of(base), base);
+    uint32_t shift = hak_span_index(s, base) % HAK_RBATCH_WINDOW;   /* in the group */
+    message_push(s, base + (size_t)__builtin_ctz(bits) * s->bsize, bits << shift, false);
 }
 
 /* push_remote's test, and one more: a block already in a batch (or on a remote list, or
- * home from one and not handed out since) carries REMOTE_MARK. A chain's tail link is
- * written when it goes out, which would cut the cycle that a block freed twice into one
- * batch makes, so the collection could no longer find it. */
+ * home from one and not handed out since) carries REMOTE_MARK. */
 FAST_PATH bool batch_freed_twice(const void *p, const void *key) {
     return remote_freed_twice(p, key) || unlikely(((void *const *)p)[1] == REMOTE_MARK);
+}
+
+/* Blocks of a window: the batch's bound in bytes, rounded down to a power of two. */
+static uint32_t window_blocks(uint32_t bsize) {
+    uint32_t n = HAK_RBATCH_BYTES / bsize;
+    if (n >= HAK_RBATCH_WINDOW) return HAK_RBATCH_WINDOW;
+    return n <= 1 ? 1 : 1u << (31 - __builtin_clz(n));
 }
 
 /* `freeing`: a constant in each caller; false for a block that leaves the freeing thread's
  * cache (checked, and marked free in the debug build, when it was freed into it). */
 static SLOW_PATH void batch_miss(hak_rbatches_t *rb, hak_rbatch_t *b, hak_span_t *s, void *p,
                                  void *key, bool freeing) {
-    if (b->span == s) {                      /* the batch is full */
+    if ((uintptr_t)p - (uintptr_t)b->base < b->len) {    /* p joined: the window is full */
         batch_flush(rb, b);
         return;
     }
-    if (b->span != NULL) batch_flush(rb, b);          /* another span of the class */
+    if (b->base != NULL) batch_flush(rb, b);           /* another window, or span, of the class */
     if (freeing) {
         if (batch_freed_twice(p, key)) {
             remote_double_free(s, p);
@@ -578,13 +585,14 @@ static SLOW_PATH void batch_miss(hak_rbatches_t *rb, hak_rbatch_t *b, hak_span_t
         }
         HAK_DEBUG_FREED(p);
     }
-    ((void **)p)[0] = NULL;
     ((void **)p)[1] = REMOTE_MARK;
-    b->head = b->tail = p;
-    uint32_t limit = HAK_RBATCH_BYTES / s->bsize;
-    limit = limit < 1 ? 1 : limit > HAK_RBATCH_MAX ? HAK_RBATCH_MAX : limit;
-    b->left = limit - 1;
-    b->span = s;
+    uint32_t i = hak_span_index(s, p), wb = window_blocks(s->bsize);
+    uint32_t first = i & ~(wb - 1), n = s->capacity - first < wb ? s->capacity - first : wb;
+    b->base = s->start + (size_t)first * s->bsize;
+    b->len = n * s->bsize;
+    b->recip = s->recip;
+    b->bits = 1u << (i - first);
+    b->left = n - 1;
     rb->used |= 1ull << (b - rb->slot);
     if (b->left == 0) batch_flush(rb, b);
 }
@@ -593,7 +601,8 @@ FAST_PATH void batch_remote(hak_rbatches_t *rb, hak_span_t *s, void *p, void *ke
                             bool freeing) {
     hak_rbatch_t *b = &rb->slot[cls];
     _Static_assert(HAK_RBATCH_SLOTS <= 64, "a bit of `used` each");
-    if (likely(b->span == s)) {
+    uintptr_t off = (uintptr_t)p - (uintptr_t)b->base;   /* (a free slot's len is 0) */
+    if (likely(off < b->len)) {
         if (freeing) {
             if (unlikely(batch_freed_twice(p, key))) {
                 remote_double_free(s, p);
@@ -601,9 +610,8 @@ FAST_PATH void batch_remote(hak_rbatches_t *rb, hak_span_t *s, void *p, void *ke
             }
             HAK_DEBUG_FREED(p);
         }
-        ((void **)p)[0] = b->head;
         ((void **)p)[1] = REMOTE_MARK;
-        b->head = p;
+        b->bits |= 1u << hak_block_index(off, b->recip);
         if (likely(--b->left != 0)) return;
     }
     batch_miss(rb, b, s, p, key, freeing);

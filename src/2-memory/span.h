@@ -49,15 +49,16 @@ void _hak_span_free_remote(hak_span_t *s, void *p, uint64_t *count);
  * key is the owner's tcache of the class (the unit's tc, never NULL there). false: p was
  * freed twice (reported), not pushed. */
 bool _hak_span_push_remote(hak_span_t *s, void *p, void *key);
-/* The same, gathered into the freeing thread's batches (span.c, "Batches"): p joins s's
- * batch, which goes onto s's remote list, as one chain with one CAS, when it holds its
- * limit or its slot is wanted for another span, or at _hak_span_batches_flush. */
+/* The same, gathered into the freeing thread's batches (span.c, "Batches"): p joins the
+ * batch of its window of s, which goes onto s's remote list as one message (a bitmap) with
+ * one CAS, when its window is all freed or its slot is wanted for another window, or at
+ * _hak_span_batches_flush. */
 void _hak_span_batch_remote(hak_rbatches_t *rb, hak_span_t *s, void *p, void *key, unsigned cls);
 /* The same for a block of s that the freeing thread cached and now sends home (tcache.c's
  * flush): checked when it was freed, so no check here. */
 void _hak_span_batch_cached(hak_rbatches_t *rb, hak_span_t *s, void *p, unsigned cls);
 /* Does remote-freed p pass the remote free's double-free checks (its second word is neither
- * the owner's cache key nor the mark of a block on a remote list or in a batch)? */
+ * the owner's cache key nor the mark of a block in a message or a batch)? */
 bool _hak_span_remote_clean(const void *p, const void *key);
 /* Every batch of rb onto its span's list: the thread's slow paths, its exit, fork's child. */
 void _hak_span_batches_flush(hak_rbatches_t *rb);
