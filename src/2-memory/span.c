@@ -331,8 +331,8 @@ static void *take_random(hak_span_t *s) {
  * for at once, for writing. The blocks that came home from other threads sit in lines the
  * freeing threads' caches hold; take_free's writes of the cache's links would otherwise
  * fetch them one after another (and the heap lock's release, after the fill, waits for
- * every one): a consumer's blocks came back 1.3-2x slower without this (docs/BENCHMARKS.md,
- * "Messages"). */
+ * every one): without this, remote frees as messages ran prodcons 0.86x the lists before
+ * them, with it 1.4x (docs/BENCHMARKS.md, "Messages"). */
 static void prefetch_free(const char *base, const uint64_t *bits, uint32_t n, size_t bs) {
     for (uint64_t x = *bits;; x = *++bits, base += 64 * bs) {
         for (; x != 0; x &= x - 1) {
