@@ -101,7 +101,10 @@ _Static_assert(HAK_RBATCH_WINDOW == 32, "a message's bitmap is the carrier's hig
  * the remote free writes it, a second free finds it (batch_freed_twice), the owner's
  * collection checks the carrier's (a block the owner freed into its cache meanwhile
  * carries the cache's key there). An odd address in hakmem's own data: never a cache's
- * address (aligned), never what malloc leaves in a live block (0). */
+ * address (aligned), never what malloc leaves in a live block (0). The store also hands
+ * the block's line to the owner's refill whole, for writing: without it, a consumer that
+ * only read the block left the line shared, and the refill's prefetch (prefetch_free)
+ * did not take it over (xthread 0.29x; docs/BENCHMARKS.md, "Messages"). */
 static char remote_mark_base;
 #define REMOTE_MARK ((void *)(&remote_mark_base + 1))
 
