@@ -18,7 +18,9 @@
  * own cost out of the figure, this pipe measures the batch of one too.
  *
  * The consumer draws the same sizes from the same seed, so it knows each block's size and
- * checks its last byte too. One operation: one block through the pipe (malloc on the
+ * checks its last byte too. With --work, it also spins that many iterations of an empty
+ * loop per block after its free (a consumer that does something with each message; 0, the
+ * default and the suite's cells, does nothing else). One operation: one block through the pipe (malloc on the
  * producer, remote free on the consumer); --ops is the total over all pairs. */
 #include "bench_common.h"
 #include <linux/futex.h>
@@ -36,7 +38,7 @@ struct pair {
     /* Read-only while the threads run, and each side's own fields. */
     _Alignas(64) void **ring;
     uint32_t mask;
-    long long ops, batch, spin;
+    long long ops, batch, spin, work;
     size_t lo, hi;
     uint64_t seed;
     long long bad;                        /* blocks whose tags did not match */
@@ -135,6 +137,8 @@ static void consumer_kernel(struct pair *p)
             size_t sz = rng_range(&rng, p->lo, p->hi);
             bad += (blk[0] != (unsigned char)head) | (blk[sz - 1] != (unsigned char)sz);
             free(blk);
+            for (long long k = 0; k < p->work; k++)
+                __asm__ __volatile__("" ::: "memory");
             done++;
         }
         publish(&p->head, head, &p->prod_waiting);
@@ -165,7 +169,7 @@ static void *consumer_main(void *arg)
 int main(int argc, char **argv)
 {
     long long pairs = 1, ops = 10000000, batch = 16, ring = 1024, spin = 2000, lo = 16, hi = 512,
-              seed = 42;
+              seed = 42, work = 0;
     struct bench_opt opt[] = {
         {"pairs", &pairs, "producer/consumer pairs"},
         {"ops", &ops, "blocks passed in total, over all pairs"},
@@ -175,12 +179,13 @@ int main(int argc, char **argv)
         {"min", &lo, "smallest request in bytes"},
         {"max", &hi, "largest request in bytes"},
         {"seed", &seed, "PRNG seed (pair i uses seed+i)"},
+        {"work", &work, "empty-loop iterations per block the consumer frees"},
     };
     bench_parse(argc, argv, "Producer/consumer in batches through a ring: every free is remote.",
                 opt, BENCH_NOPTS(opt));
     bench_require(pairs >= 1 && pairs <= 256 && ops >= pairs && batch >= 1 && batch <= (1 << 22)
-                      && ring >= 1 && ring <= (1 << 23) && spin >= 0 && lo > 0 && hi >= lo,
-                  "need 1<=pairs<=256, ops>=pairs, 1<=batch<=2^22, 1<=ring<=2^23, spin>=0, 0<min<=max");
+                      && ring >= 1 && ring <= (1 << 23) && spin >= 0 && lo > 0 && hi >= lo && work >= 0,
+                  "need 1<=pairs<=256, ops>=pairs, 1<=batch<=2^22, 1<=ring<=2^23, spin>=0, 0<min<=max, work>=0");
 
     uint32_t cap = 1;
     while (cap < ring || cap < 4 * batch)
@@ -200,6 +205,7 @@ int main(int argc, char **argv)
         p[i].ops = ops / pairs;
         p[i].batch = batch;
         p[i].spin = spin;
+        p[i].work = work;
         p[i].lo = (size_t)lo;
         p[i].hi = (size_t)hi;
         p[i].seed = (uint64_t)(seed + i);
@@ -228,8 +234,8 @@ int main(int argc, char **argv)
     if (bad)
         fprintf(stderr, "prodcons: %lld blocks arrived with a wrong tag\n", bad);
     bench_report("prodcons", pairs * 2, (ops / pairs) * pairs, t1 - t0,
-                 "pairs=%lld batch=%lld ring=%u spin=%lld sleeps=%lld min=%lld max=%lld seed=%lld",
-                 pairs, batch, cap, spin, sleeps, lo, hi, seed);
+                 "pairs=%lld batch=%lld ring=%u spin=%lld sleeps=%lld min=%lld max=%lld seed=%lld work=%lld",
+                 pairs, batch, cap, spin, sleeps, lo, hi, seed, work);
     free(tid);
     free(p);
     return bad ? 4 : 0;
