@@ -145,7 +145,7 @@ FAST_PATH uint32_t collect_list(hak_span_t *s, void *b, bool checked) {
          * carved: else a write after the free, or not a carrier */
         if ((checked ? w1 != (w0 ^ LINK_KEY) : w1 != (uint64_t)(uintptr_t)REMOTE_MARK) ||
             unlikely((mask & ((2ull << pos) - 1)) != (1ull << pos)) ||
-            unlikely(group + 32 - (uint32_t)__builtin_clz(mask) > carved)) {
+            unlikely(group + HAK_RBATCH_WINDOW - (uint32_t)__builtin_clz(mask) > carved)) {
             report_link(s, b);
             break;
         }

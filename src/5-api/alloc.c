@@ -206,13 +206,10 @@ static SLOW_PATH void free_suspect(hak_tcache_t *tc, void *p) {
  * the thread's own cache, unless the checks find it freed already (free_foreign): the
  * remote free's, and the cache's own key, which the program's data may match too (the
  * cache is walked then). */
-static __attribute__((noinline)) void free_traded(hak_heap_t *me, hak_span_t *s, void *p, void *key, unsigned cls) {
-    if (unlikely(!_hak_span_remote_clean(p, key))) {
-        _hak_span_batch_remote(&me->rb, s, p, key, cls);      /* (which reports it) */
-        return;
-    }
+static __attribute__((noinline)) void free_traded(hak_heap_t *me, void *p, void *key, unsigned cls) {
     hak_tcache_t *tc = &me->tc[cls];
-    if (unlikely(((void **)p)[1] == tc) && _hak_tcache_holds(me, tc, p)) {
+    if (unlikely(!_hak_span_remote_clean(p, key)) ||
+        (unlikely(((void **)p)[1] == tc) && _hak_tcache_holds(me, tc, p))) {
         _hak_report("free", HAK_ERR_DOUBLE_FREE, p, _hak_class_size[cls]);
         return;
     }
@@ -246,7 +243,7 @@ FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *
      * changes meanwhile leaves a double free found later, not missed) */
     void *key = __atomic_load_n(&u->tc, __ATOMIC_RELAXED);
     if (me->rb.slot[cls].trading) {
-        free_traded(me, s, p, key, cls);
+        free_traded(me, p, key, cls);
         return;
     }
     _hak_span_batch_remote(&me->rb, s, p, key, cls);
