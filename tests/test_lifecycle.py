@@ -6,7 +6,9 @@ destructor, pthread key destructors registered before and after hakmem's). After
 heap is live and resident memory is close to glibc's on the same program.
 
 stay_single: hakmem's purge thread never makes a single-threaded program, or a forked child
-that only frees, multi-threaded (unshare(CLONE_NEWUSER) must work)."""
+that only frees, multi-threaded (unshare(CLONE_NEWUSER) must work) — unless the program asks
+for it with HAKMEM_PURGE_THREAD=always (idle_return: then its freed memory comes back while
+it idles)."""
 import re
 
 import pytest
@@ -63,14 +65,28 @@ def test_purge_thread_never_surprises(mode, variant):
     assert_checks_passed(r, "stay_single")
 
 
+@pytest.mark.parametrize("variant", ["preload", "debug"])
+def test_purge_thread_always_returns_idle_memory(variant):
+    """HAKMEM_PURGE_THREAD=always: a single-threaded program that frees huge and small blocks
+    and idles without another call gets the memory back within a few purge delays; the
+    process then has the purge thread besides its own. (libhakmem.a leaves pthread_create
+    alone, so it has no purge thread to start: not run there.)"""
+    threads = "1" if SYSTEM_MODE else "2"
+    r = run_program("idle_return", ["--threads=" + threads], variant=variant, timeout=60,
+                    env={"HAKMEM_PURGE_THREAD": "always"})
+    assert_checks_passed(r, "idle_return")
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("always", [False, True], ids=["on", "always"])
 @pytest.mark.parametrize("mode", ["main", "forked"])
-def test_process_ends_with_its_last_thread(mode, variant):
+def test_process_ends_with_its_last_thread(mode, always, variant):
     """main calls pthread_exit before its threads end; a child forked from a thread ends
     with pthread_exit: either way the C library ends the process after the last thread
     (atexit handlers run, status 0), hakmem's purge thread notwithstanding. A hang fails
     at run_program's deadline."""
-    r = run_program("lifecycle/last_thread", [mode], variant=variant, timeout=60)
+    r = run_program("lifecycle/last_thread", [mode], variant=variant, timeout=60,
+                    env={"HAKMEM_PURGE_THREAD": "always"} if always else None)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.count("atexit ran") == (2 if mode == "forked" else 1), r.stdout
     if mode == "forked":

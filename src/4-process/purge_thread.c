@@ -14,7 +14,9 @@
  *   - when the program creates a thread of its own, from hakmem's pthread_create
  *     (override_pthread.c, in libhakmem.so only): a single-threaded program may rely on
  *     staying single-threaded (unshare(CLONE_NEWUSER), some sandboxes, setns), and a forked
- *     child gets one only if it creates threads itself;
+ *     child gets one only if it creates threads itself; or at load, where the program asked
+ *     for it with HAKMEM_PURGE_THREAD=always (a single-threaded program that idles with a
+ *     large working set freed);
  *   - with every signal blocked, and not with HAKMEM_PURGE_THREAD=off.
  * A program linked with libhakmem.a has no thread (the C library's pthread_create stays);
  * it purges on its slow paths. The hak_* API build (no malloc override, so the C library
@@ -126,7 +128,8 @@ void _hak_purge_thread_poll(void) {
         return;
 #ifdef HAKMEM_NO_OVERRIDE
     if (st == NONE) {                    /* safe here: the C library never calls hak_free */
-        if (relaxed_load(&_hak_gstats.threads_total) > threads_base) create(pthread_create, AWAKE);
+        if (relaxed_load(&_hak_gstats.threads_total) > threads_base || _hak_opt.purge_thread == 2)
+            create(pthread_create, AWAKE);
         return;
     }
 #endif

@@ -18,6 +18,8 @@
  * the archive leaves pthread_create alone and its programs purge on their slow paths. */
 #include <dlfcn.h>
 #include <stdlib.h>
+#include "0-base/options.h"
+#include "4-process/init.h"
 #include "4-process/purge_thread.h"
 
 typedef int (*create_fn_t)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
@@ -56,15 +58,21 @@ static void *start(void *p) {
     return s.fn(s.arg);
 }
 
-__attribute__((visibility("default")))
-int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+/* The C library's pthread_create; NULL where there is none behind us (cannot happen). */
+static create_fn_t real_create(void) {
     static _Atomic(create_fn_t) real;
     create_fn_t create = atomic_load_explicit(&real, memory_order_acquire);
     if (create == NULL) {
         create = (create_fn_t)dlsym(RTLD_NEXT, "pthread_create");
-        if (create == NULL) return EAGAIN;       /* no C library behind us: cannot happen */
         atomic_store_explicit(&real, create, memory_order_release);
     }
+    return create;
+}
+
+__attribute__((visibility("default")))
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+    create_fn_t create = real_create();
+    if (create == NULL) return EAGAIN;
     pthread_once(&mark_once, make_key);
     start_t *s = malloc(sizeof *s);
     if (s == NULL) return EAGAIN;
@@ -82,3 +90,18 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
     return 0;
 }
 
+
+/* HAKMEM_PURGE_THREAD=always: the purge thread from the library's load, in a program that
+ * never starts a thread too (a single-threaded program that frees a large working set and
+ * idles gets it back; it gives up staying single-threaded). The main thread is marked, so
+ * that a main that calls pthread_exit still ends the process. A forked child gets one only
+ * if it creates threads, as with `on`. */
+__attribute__((constructor)) static void purge_thread_always(void) {
+    _hak_init();
+    if (_hak_opt.purge_thread != 2) return;
+    create_fn_t create = real_create();
+    if (create == NULL) return;
+    pthread_once(&mark_once, make_key);
+    mark(0);
+    _hak_purge_thread_program_threaded(create);
+}
