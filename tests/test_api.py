@@ -146,6 +146,15 @@ def test_huge_loop_rss_bounded(variant):
     assert_checks_passed(r, "huge_loop_rss")
 
 
+@pytest.mark.parametrize("variant", VARIANTS + ["debug"])
+def test_fresh_memory_faults_a_page_at_a_time(variant):
+    """A malloc that carves never-touched memory faults in at most a few pages of it (the
+    links of a refill of 2 KiB blocks faulted 16 pages inside one malloc: the 64-thread
+    latency tail). HAKMEM_THP=never: with huge pages the kernel faults 2 MiB at once."""
+    r = run_program("fresh_faults", variant=variant, timeout=60, env={"HAKMEM_THP": "never"})
+    assert_checks_passed(r, "fresh_faults")
+
+
 @pytest.mark.parametrize("cap", ["16", "0", "1024"])
 def test_huge_loop_rss_under_bigcache_sizes(cap):
     """The same bound with a small, no, and a large BigCache (the budget's trims and
