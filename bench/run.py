@@ -41,6 +41,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shlex
 import shutil
 import statistics
@@ -516,6 +517,46 @@ def package_versions():
     return out
 
 
+class OtherWork:
+    """The CPU time the rest of the machine used while the benchmark ran: /proc/stat's busy
+    time (steal included) less this process's and its children's. The load average cannot
+    say it: a cell of 64 threads is a load of 65 by itself."""
+
+    def __init__(self):
+        self.busy0, self.mine0, self.wall0 = self._busy(), self._mine(), time.monotonic()
+
+    @staticmethod
+    def _busy():
+        try:
+            with open("/proc/stat") as f:
+                v = [int(x) for x in f.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")    # less idle and iowait
+
+    @staticmethod
+    def _mine():
+        s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+    def cores(self):
+        """Cores' worth of other work on average since this was made (None: not on Linux)."""
+        busy, wall = self._busy(), time.monotonic() - self.wall0
+        if busy is None or self.busy0 is None or wall <= 0:
+            return None
+        return round(max(0.0, (busy - self.busy0) - (self._mine() - self.mine0)) / wall, 2)
+
+
+def busy_note(meta, consequence):
+    """The warning for a run during which other work took a fifth of the CPUs or more."""
+    other = meta["machine"].get("other_cores")
+    cores = meta["machine"].get("cores_usable") or meta["machine"].get("cores") or 1
+    if other is None or other < 0.2 * cores:
+        return None
+    return ("**The machine was busy during this run** (other processes used %s of its %s cores "
+            "on average while it ran): %s" % (other, cores, consequence))
+
+
 def machine_line(m):
     line = "%s, %s cores (%s usable), %s GiB, Linux %s, %s, %s" % (
         m.get("cpu"), m.get("cores"), m.get("cores_usable"), m.get("memory_gib", "?"),
@@ -689,13 +730,9 @@ def markdown_tables(cells, allocs, summary, meta):
     L = []
     L.append("Machine: %s" % machine_line(meta["machine"]))
     L.append("")
-    busy = meta["machine"].get("loadavg_max")
-    cores = meta["machine"].get("cores_usable") or meta["machine"].get("cores") or 1
-    if busy is not None and busy > 1.5 * cores:
-        L.append("**The machine was busy during this run** (1-minute load average up to %s on %s "
-                 "cores): other work competed for the CPUs, so ratios are less reliable than usual."
-                 % (busy, cores))
-        L.append("")
+    busy = busy_note(meta, "it competed for the CPUs, so ratios are less reliable than usual.")
+    if busy:
+        L += [busy, ""]
     L.append("Command: `%s` (mode %s, %d interleaved runs per cell, up to %d more where the CV "
              "exceeded %.0f%%)" % (meta["command"], meta["mode"], meta["runs"], meta.get("extra_rounds", 0),
                                   100 * meta.get("cv_threshold", 0.10)))
@@ -1517,11 +1554,10 @@ def _fmt_faults(s):
 
 def phases_markdown(cells, settings, summary, meta):
     L = ["Machine: %s" % machine_line(meta["machine"]), ""]
-    busy = meta["machine"].get("loadavg_max")
-    cores = meta["machine"].get("cores_usable") or meta["machine"].get("cores") or 1
-    if busy is not None and busy > 1.5 * cores:
-        L += ["**The machine was busy during this run** (1-minute load average up to %s on %s cores): "
-              "times and page faults are less reliable than usual; RSS figures much less affected." % (busy, cores), ""]
+    busy = busy_note(meta, "times and page faults are less reliable than usual; RSS figures much "
+                           "less affected.")
+    if busy:
+        L += [busy, ""]
     L += ["Command: `%s` (%d interleaved runs per scenario and setting%s)" % (
         meta["command"], meta["runs"], ", smoke arguments" if meta.get("smoke") else ""), "",
           "Each figure is the median of the runs, ±half their range as a percentage of it. "
@@ -1719,10 +1755,11 @@ def main_phases(args, argv):
     meta["settings"] = [{k: v for k, v in st.items() if k != "tuned_env"} for st in settings]
     print("machine: " + machine_line(meta["machine"]))
     print("settings: " + ", ".join(st["name"] for st in settings) + "; %d runs each, interleaved" % runs)
-    loads = []
+    loads, other = [], OtherWork()
     records = run_phases(cells, settings, binary, mode, runs, timeout, load_samples=loads)
     if loads:
         meta["machine"]["loadavg_max"] = round(max(loads), 2)
+    meta["machine"]["other_cores"] = other.cores()
     summary = summarize_phases(cells, settings, records)
     md = phases_markdown(cells, settings, summary, meta)
     write_phases_csv(os.path.join(out_dir, "runs.csv"), records)
@@ -1798,11 +1835,9 @@ def fmt_ns(v):
 def latency_markdown(cells, allocs, summary, meta):
     names = list(allocs)
     L = ["Machine: %s" % machine_line(meta["machine"]), ""]
-    busy = meta["machine"].get("loadavg_max")
-    cores = meta["machine"].get("cores_usable") or meta["machine"].get("cores") or 1
-    if busy is not None and busy > 1.5 * cores:
-        L += ["**The machine was busy during this run** (1-minute load average up to %s on %s cores): "
-              "other work's time slices land in the tails." % (busy, cores), ""]
+    busy = busy_note(meta, "its time slices land in the tails.")
+    if busy:
+        L += [busy, ""]
     L += ["Command: `%s` (%d interleaved runs per cell and allocator%s)" % (
         meta["command"], meta["runs"], ", smoke arguments" if meta.get("smoke") else ""), "",
           "The time of one free + malloc pair (lower is better), each figure the median over the runs "
@@ -1950,11 +1985,12 @@ def main_latency(args, argv):
     snapshot_builds(allocs, out_dir, meta)
     print("machine: " + machine_line(meta["machine"]))
     print("allocators: " + ", ".join(allocs) + "; %d runs per cell, interleaved" % runs)
-    loads = []
+    loads, other = [], OtherWork()
     records = run_matrix(cells, allocs, binaries, mode, runs, timeout, False, extra_rounds=0,
                          load_samples=loads)
     if loads:
         meta["machine"]["loadavg_max"] = round(max(loads), 2)
+    meta["machine"]["other_cores"] = other.cores()
     summary = summarize_latency(cells, allocs, records)
     md = latency_markdown(cells, allocs, summary, meta)
     write_csv(os.path.join(out_dir, "runs.csv"), records)
@@ -2176,12 +2212,13 @@ def main(argv=None):
                                 v.get("ops_small"), v.get("error") or ""])
     else:
         extra = conf["extra"] if args.extra_rounds is None else args.extra_rounds
-        loads = []
+        loads, other = [], OtherWork()
         records = run_matrix(cells, allocs, binaries, args.mode, runs, timeout,
                              conf["warmup"] and not args.runs, extra_rounds=extra,
                              cv_threshold=args.cv_threshold, load_samples=loads)
         if loads:
             meta["machine"]["loadavg_max"] = round(max(loads), 2)
+        meta["machine"]["other_cores"] = other.cores()
         summary = summarize_records(cells, allocs, records)
         md = markdown_tables(cells, allocs, summary, meta)
         write_csv(os.path.join(out_dir, "runs.csv"), records)

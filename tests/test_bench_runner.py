@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -521,8 +522,24 @@ def test_markdown_warns_when_the_machine_was_busy():
     s = run.summarize_records(cells, allocs, [_record("tiny_hot_64", "glibc", 0, 10.0)])
     meta = _meta(allocs)
     assert "machine was busy" not in run.markdown_tables(cells, allocs, s, meta)
-    meta["machine"]["loadavg_max"] = 9.5
+    meta["machine"]["loadavg_max"] = 65          # a 64-thread cell's own load: not busy
+    meta["machine"]["other_cores"] = 0.05
+    assert "machine was busy" not in run.markdown_tables(cells, allocs, s, meta)
+    meta["machine"]["other_cores"] = 0.9
     assert "machine was busy" in run.markdown_tables(cells, allocs, s, meta)
+
+
+def test_other_work_is_what_this_process_did_not_do():
+    """OtherWork counts the CPU time of the rest of the machine: this process spinning for
+    0.3 s adds none of it (within the clock ticks' rounding)."""
+    w = run.OtherWork()
+    t = time.monotonic()
+    while time.monotonic() - t < 0.3:
+        pass
+    other = w.cores()
+    if other is None:
+        pytest.skip("no /proc/stat here")
+    assert other < 0.5, other
 
 
 # ---- the phases group (--mode phases) -----------------------------------------------------------
