@@ -410,12 +410,16 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
         char *b = s->bump;
         uint32_t avail = (uint32_t)((size_t)(s->end - b) / bs);
         /* Memory never touched (a zero span): only the blocks that start on the first one's
-         * page. The links written below fault in each page they touch, inside this malloc:
-         * a refill of large blocks faulted in up to 16 pages at once (the 64-thread
-         * latency tail, 1.4-1.7 µs at p99.99); now at most one. A span used before carves
-         * as deep as the refill wants: its pages are resident. */
+         * page, or on the next one too for blocks under 256 B. The links written below fault
+         * in each page they touch, inside this malloc: a refill of large blocks faulted in
+         * up to 16 pages at once (the 64-thread latency tail, 1.4-1.7 µs at p99.99); now
+         * at most one, or two. Small blocks keep two pages' worth: a page of them per
+         * refill tripled the refills of a program that rebuilds after its spans were
+         * purged (teardown_random 0.9x). A span used before carves as deep as the refill
+         * wants: its pages are resident. */
         if (s->zero) {
-            uint32_t on_page = (uint32_t)((HAK_PAGE - ((uintptr_t)b & (HAK_PAGE - 1)) - 1) / bs) + 1;
+            size_t reach = bs >= 256 ? HAK_PAGE : 2 * HAK_PAGE;
+            uint32_t on_page = (uint32_t)((reach - ((uintptr_t)b & (HAK_PAGE - 1)) - 1) / bs) + 1;
             if (on_page < avail) avail = on_page;
         }
         uint32_t n = want < avail ? want : avail;

@@ -6,12 +6,12 @@
  * Usage: fresh_faults [--hakmem]
  *
  * A new thread (a heap of its own, made by a first malloc of 16 B that is not counted, and
- * no block of the other classes yet) allocates 300 blocks of each
- * of 512 B, 1, 2, 4 and 16 KiB without writing them, counting the minor page faults of each
- * malloc call alone (getrusage(RUSAGE_THREAD)). With --hakmem no call may fault more than
- * MAX_FAULTS pages: the carved page, and the span's or a new superslab's bookkeeping. Run
- * with HAKMEM_THP=never (conftest does), else the kernel may fault in 2 MiB at a time. The
- * system allocator is only reported. */
+ * no block of the other classes yet) allocates 300 blocks of each of 64, 192 and 512 B, 1,
+ * 2, 4 and 16 KiB without writing them, counting the minor page faults of each malloc call
+ * alone (getrusage(RUSAGE_THREAD)). With --hakmem no call may fault more than MAX_FAULTS
+ * pages: the carved page (two for blocks under 256 B), and the span's or a new superslab's
+ * bookkeeping. Run with HAKMEM_THP=never (the test sets it), else the kernel may fault in
+ * 2 MiB at a time. The system allocator is only reported. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +20,7 @@
 #include "../helpers/check.h"
 
 enum { PER_SIZE = 300, MAX_FAULTS = 3 };
-static const size_t sizes[] = {512, 1024, 2048, 4096, 16384};
+static const size_t sizes[] = {64, 192, 512, 1024, 2048, 4096, 16384};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 static void *blocks[NSIZES][PER_SIZE];
 static long worst[NSIZES], total[NSIZES];
