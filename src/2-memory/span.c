@@ -418,7 +418,7 @@ uint32_t _hak_span_fill(hak_span_t *s, hak_tcache_t *tc, uint32_t want, void **f
          * purged (teardown_random 0.9x). A span used before carves as deep as the refill
          * wants: its pages are resident. */
         if (s->zero) {
-            size_t reach = bs >= 256 ? HAK_PAGE : 2 * HAK_PAGE;
+            size_t reach = bs >= HAK_CARVE_SMALL_BLOCK ? HAK_PAGE : 2 * HAK_PAGE;
             uint32_t on_page = (uint32_t)((reach - ((uintptr_t)b & (HAK_PAGE - 1)) - 1) / bs) + 1;
             if (on_page < avail) avail = on_page;
         }

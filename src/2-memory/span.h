@@ -4,6 +4,10 @@
 #define HAKMEM_SPAN_H
 #include "0-base/internal.h"
 
+/* A refill from never-touched memory (a zero span's bump area) takes only the blocks on the
+ * first block's page, and the next page's too for blocks under this size (span.c). */
+#define HAK_CARVE_SMALL_BLOCK 256
+
 /* ---- the free bitmap (owner's lock held) ---- */
 
 /* The index of the block at offset off from a span's start, given the span's recip. */
