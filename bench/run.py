@@ -1100,6 +1100,8 @@ def instr_markdown(cells, allocs, res, meta):
     fails = [(c.name, a, res[c.name][a]["error"]) for c in cells for a in names if res[c.name][a]["error"]]
     if fails:
         L += ["", "### Failed runs", ""] + ["- %s under %s: %s" % f for f in fails]
+    for note in meta.get("notes") or []:
+        L += ["", "Not measured: " + note]
     L += ["", "Ratios here are instruction ratios: below 1.0 means hakmem executes fewer"
           + (" (%s ÷ hakmem: below 1.0 means %s executes fewer than hakmem)." % (variants[0], variants[0])
              if len(variants) == 1 else ".")]
@@ -2174,6 +2176,11 @@ def main(argv=None):
         print("note: " + n)
     if instr and not shutil.which("valgrind"):
         raise SystemExit("valgrind is not installed (apt-get install -y valgrind)")
+    if instr and "snmalloc" in allocs:
+        del allocs["snmalloc"]
+        notes.append("snmalloc: it stops at its start under valgrind (\"Failed to initialise "
+                     "snmalloc\", exit status -6), so it has no instruction counts")
+        print("note: " + notes[-1])
 
     progs = sorted({c.prog for c in cells})
     if args.no_build:
