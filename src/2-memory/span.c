@@ -356,9 +356,9 @@ static void *take_free(hak_span_t *s, uint32_t n, void **first, hak_tcache_t *tc
     s->used += n;
     uint32_t w = 0;
     while (bits[w] == 0) w++;
-    prefetch_free(s->start + (size_t)w * 64 * bs, bits + w, n, bs);
-    uint64_t x = bits[w];
     char *base = s->start + (size_t)w * 64 * bs;            /* block w * 64 */
+    prefetch_free(base, bits + w, n, bs);
+    uint64_t x = bits[w];
     *first = base + (size_t)__builtin_ctzll(x) * bs;
     x &= x - 1;
     void *head = NULL, **link = &head;

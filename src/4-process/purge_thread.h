@@ -13,6 +13,8 @@ void _hak_purge_thread_program_threaded(
 /* The program's last thread is ending: hakmem's thread ends first (joined). */
 void _hak_purge_thread_stop(void);
 void _hak_purge_thread_after_fork_child(void);
+/* HAKMEM_PURGE_THREAD=always (options.def: off, on, always): the thread from the start. */
+#define HAK_PURGE_THREAD_ALWAYS 2
 /* Free resident bytes (pool and BigCache) above which a free wakes the thread. */
 #define HAK_PURGE_WAKE_BYTES ((size_t)4 << 20)
 

@@ -90,7 +90,6 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
     return 0;
 }
 
-
 /* HAKMEM_PURGE_THREAD=always: the purge thread from the library's load, in a program that
  * never starts a thread too (a single-threaded program that frees a large working set and
  * idles gets it back; it gives up staying single-threaded). The main thread is marked, so
@@ -98,7 +97,7 @@ int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *)
  * if it creates threads, as with `on`. */
 __attribute__((constructor)) static void purge_thread_always(void) {
     _hak_init();
-    if (_hak_opt.purge_thread != 2) return;
+    if (_hak_opt.purge_thread != HAK_PURGE_THREAD_ALWAYS) return;
     create_fn_t create = real_create();
     if (create == NULL) return;
     pthread_once(&mark_once, make_key);

@@ -35,7 +35,7 @@ int main(void) {
         REQUIRE((small[i] = hak_malloc(SMALL)) != NULL);
         memset(small[i], 2, SMALL);
     }
-    REQUIRE(_hak_opt.purge_thread == 2, "HAKMEM_PURGE_THREAD=always not taken (%ld)",
+    REQUIRE(_hak_opt.purge_thread == HAK_PURGE_THREAD_ALWAYS, "HAKMEM_PURGE_THREAD=always not taken (%ld)",
             (long)_hak_opt.purge_thread);
     CHECK(relaxed_load(&_hak_gstats.purge_starts) == 0, "a purge thread before any free");
     for (int i = 0; i < HUGE; i++) hak_free(huge[i]);
