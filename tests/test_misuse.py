@@ -31,6 +31,7 @@ CASES = {
     "remote_double_free_cycle": ("double free", False),   # (the freeing thread's batch)
     "traded_double_free": ("double free", False),         # (the freeing thread's cache)
     "traded_then_owner": ("free list damaged", False),    # (found at the trader's malloc)
+    "owner_then_traded": ("double free", False),          # (the owner's key, in the trader's free)
     "uaf_first_words": ("write to freed memory", True),
     "uaf_flush": ("free list damaged", False),
     "uaf_remote": ("free list damaged", False),

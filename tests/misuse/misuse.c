@@ -30,7 +30,8 @@ static void *free_p_q_p(void *arg) {
  * allocates one, TRADE times: hakmem's remote frees of the class then stay in the
  * thread's own cache, src/5-api/alloc.c's free_foreign), then misuses `traded_victim`:
  * frees it twice (traded_twice), or frees it once and, after the main thread freed it too,
- * allocates from its cache (traded_then_owner). */
+ * allocates from its cache (traded_then_owner), or frees it after the main thread, its
+ * owner, freed it into its own cache (owner_then_traded: the block carries the owner's key). */
 enum { TRADE = 1024 };
 static void *traded[TRADE];
 static void *traded_victim;
@@ -56,13 +57,21 @@ static void *traded_then_owner(void *arg) {
     for (int i = 0; i < 4; i++) (void)!malloc(100);
     return NULL;
 }
+static void *owner_then_traded(void *arg) {
+    (void)arg;
+    trade();
+    pthread_barrier_wait(&traded_step);      /* the main thread frees it first */
+    pthread_barrier_wait(&traded_step);
+    free(traded_victim);
+    return NULL;
+}
 static void run_traded(void *(*fn)(void *)) {
     for (int i = 0; i < TRADE; i++) traded[i] = malloc(100);
     traded_victim = malloc(100);
     pthread_barrier_init(&traded_step, NULL, 2);
     pthread_t t;
     if (pthread_create(&t, NULL, fn, NULL) != 0) exit(4);
-    if (fn == traded_then_owner) {
+    if (fn == traded_then_owner || fn == owner_then_traded) {
         pthread_barrier_wait(&traded_step);
         free(traded_victim);
         pthread_barrier_wait(&traded_step);
@@ -142,6 +151,7 @@ int main(int argc, char **argv) {
     }
     else if (!strcmp(c, "traded_double_free")) run_traded(traded_twice);
     else if (!strcmp(c, "traded_then_owner")) run_traded(traded_then_owner);
+    else if (!strcmp(c, "owner_then_traded")) run_traded(owner_then_traded);
     else if (!strcmp(c, "uaf_remote")) {
         /* blocks freed from another thread, then the last one's link overwritten through a
          * stale pointer: the owner meets it when it collects the remote list (malloc_trim) */
