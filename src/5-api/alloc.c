@@ -227,12 +227,14 @@ static SLOW_PATH void traded_suspect(hak_heap_t *me, hak_tcache_t *tc, void *p, 
     tc_push(tc, p);
 }
 
-/* A remote free of block p (owner's key `key`) by a thread that trades its class: into
- * the thread's own cache (free_foreign). Its second word is the owner's key, the remote
- * mark or this cache's key only where it may be free already: one test of the three, and
- * traded_suspect sorts them out. Inline: a block that a trading thread took from another
- * keeps its span's owner, so every later free of it by this thread comes here too
- * (exchange on one core: 43% of the frees), and a call of its own cost it a tenth. */
+/* A remote free of block p (its owner's key `key`) by a thread that trades its class:
+ * into the thread's own cache (free_foreign). Its second word is the owner's key, the remote
+ * mark or this cache's key only where it may be free already (a compare with each), and
+ * traded_suspect sorts them out. Inline, and free_other tests for it first: a block that
+ * a trading thread took from another keeps its span's owner, so every later free of it by
+ * this thread comes here too (exchange, two threads on one core: 43% of the frees), and
+ * there a call of its own cost 59 instructions a free where this takes 39
+ * (docs/BENCHMARKS.md, "Traded frees"). */
 FAST_PATH void free_traded(hak_heap_t *me, void *p, hak_unit_t *u, unsigned cls) {
     me->st.remote_frees[cls]++;
     void *key = owner_key(u);
