@@ -11,7 +11,8 @@
  * consumer frees everything published and gives the room back with one store. A thread that
  * finds the ring full or empty polls it --spin times, then sleeps on a futex (so more pairs
  * than cores still progress); the other side makes the wake-up call only when it is asleep
- * (the result line counts the sleeps). So a batch costs a store and a load on each side,
+ * (the result line counts the sleeps, and each side's waits: the side that waits less
+ * sets the pace). So a batch costs a store and a load on each side,
  * and batches of 1 (a message queue of single objects), 16 and 500 (a burst of work handed
  * to a worker) differ in how many blocks cross between the threads at once, not in the cost
  * of the queue. Unlike xthread, whose mutex/condvar queue needs batches of 64 to keep its
@@ -43,6 +44,7 @@ struct pair {
     uint64_t seed;
     long long bad;                        /* blocks whose tags did not match */
     long long sleeps[2];                  /* futex waits of the producer and the consumer */
+    long long waits[2];                   /* times each found the ring full / empty */
     pthread_barrier_t *start;
     double t_start[2], t_end[2];          /* producer's and consumer's own clock readings */
 };
@@ -61,15 +63,17 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val)
     return syscall(SYS_futex, (uint32_t *)w, op, val, NULL, NULL, 0);
 }
 
-/* Waits until *w, which only moves forward, differs from seen, and returns its new value.
+/* Waits until *w, which only moves forward, differs from seen, and returns its new value
+ * (counted in *waits: how often a side waits tells which one sets the pace).
  * Spins first; then flags itself asleep and sleeps on the futex. The flag's store and the
  * load of *w, and on the other side the store of *w and the load of the flag, are all
  * sequentially consistent, so either this side sees the new value or the other sees the
  * flag and wakes it (and the kernel compares *w with seen before sleeping). */
 static uint32_t wait_moved(_Atomic uint32_t *w, uint32_t seen, _Atomic int *waiting, long long spin,
-                           long long *sleeps)
+                           long long *sleeps, long long *waits)
 {
     uint32_t v;
+    (*waits)++;
     for (long long i = 0; i < spin; i++) {
         v = atomic_load_explicit(w, memory_order_acquire);
         if (v != seen)
@@ -105,7 +109,7 @@ static void producer_kernel(struct pair *p)
     while (done < p->ops) {
         uint32_t n = (uint32_t)(p->ops - done < p->batch ? p->ops - done : p->batch);
         while (cap - (tail - head) < n)
-            head = wait_moved(&p->head, head, &p->prod_waiting, p->spin, &p->sleeps[0]);
+            head = wait_moved(&p->head, head, &p->prod_waiting, p->spin, &p->sleeps[0], &p->waits[0]);
         for (uint32_t i = 0; i < n; i++) {
             size_t sz = rng_range(&rng, p->lo, p->hi);
             unsigned char *blk = malloc(sz);
@@ -132,7 +136,7 @@ static inline __attribute__((always_inline)) void consume(struct pair *p, long l
     long long done = 0, bad = 0;
     while (done < p->ops) {
         if (tail == head)
-            tail = wait_moved(&p->tail, head, &p->cons_waiting, p->spin, &p->sleeps[1]);
+            tail = wait_moved(&p->tail, head, &p->cons_waiting, p->spin, &p->sleeps[1], &p->waits[1]);
         for (; head != tail; head++) {
             unsigned char *blk = p->ring[head & p->mask];
             size_t sz = rng_range(&rng, p->lo, p->hi);
@@ -231,9 +235,11 @@ int main(int argc, char **argv)
         pthread_join(tid[i], NULL);
     /* The threads read the clock themselves: main may not run again until they are done. */
     double t0 = p[0].t_start[0], t1 = p[0].t_end[0];
-    long long bad = 0, sleeps = 0;
+    long long bad = 0, sleeps = 0, pwaits = 0, cwaits = 0;
     for (long long i = 0; i < pairs; i++) {
         sleeps += p[i].sleeps[0] + p[i].sleeps[1];
+        pwaits += p[i].waits[0];
+        cwaits += p[i].waits[1];
         for (int k = 0; k < 2; k++) {
             t0 = p[i].t_start[k] < t0 ? p[i].t_start[k] : t0;
             t1 = p[i].t_end[k] > t1 ? p[i].t_end[k] : t1;
@@ -244,8 +250,9 @@ int main(int argc, char **argv)
     if (bad)
         fprintf(stderr, "prodcons: %lld blocks arrived with a wrong tag\n", bad);
     bench_report("prodcons", pairs * 2, (ops / pairs) * pairs, t1 - t0,
-                 "pairs=%lld batch=%lld ring=%u spin=%lld sleeps=%lld min=%lld max=%lld seed=%lld work=%lld",
-                 pairs, batch, cap, spin, sleeps, lo, hi, seed, work);
+                 "pairs=%lld batch=%lld ring=%u spin=%lld sleeps=%lld prod_waits=%lld cons_waits=%lld "
+                 "min=%lld max=%lld seed=%lld work=%lld",
+                 pairs, batch, cap, spin, sleeps, pwaits, cwaits, lo, hi, seed, work);
     free(tid);
     free(p);
     return bad ? 4 : 0;
