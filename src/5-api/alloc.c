@@ -4,7 +4,8 @@
  * malloc of ≤ 1 MiB: size -> class (a table load, or a count of leading zeros) -> pop the
  * thread's tcache. free: the arena's slot table (arena.h; the chunk map and the superslab's
  * header outside it) -> the unit's slot -> if ours, push onto the tcache; if another
- * thread's, one CAS onto the span's remote list. Everything
+ * thread's, into this thread's tcache where it trades the class, else into its batch for
+ * the span (span.c, "Batches"), which reaches the owner with one CAS a batch. Everything
  * else is a call to a noinline function: the slow paths here call the layers below (heap
  * refill and flush, huge blocks) and, when those run short, the policy module, which
  * decides how to try harder; they also give the purge thread its chance to start. */
