@@ -128,7 +128,8 @@ void _hak_purge_thread_poll(void) {
         return;
 #ifdef HAKMEM_NO_OVERRIDE
     if (st == NONE) {                    /* safe here: the C library never calls hak_free */
-        if (relaxed_load(&_hak_gstats.threads_total) > threads_base || _hak_opt.purge_thread == HAK_PURGE_THREAD_ALWAYS)
+        if (relaxed_load(&_hak_gstats.threads_total) > threads_base
+            || _hak_opt.purge_thread == HAK_PURGE_THREAD_ALWAYS)
             create(pthread_create, AWAKE);
         return;
     }

@@ -219,7 +219,8 @@ FAST_PATH void free_batched(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *
 /* A traded block whose second word matched a key (free_traded): freed already — the remote
  * free's checks, or the cache's own key, which the program's data may match too (the
  * cache is walked then) — or not, and it joins the cache after all. */
-static SLOW_PATH void traded_suspect(hak_heap_t *me, hak_tcache_t *tc, void *p, void *key, unsigned cls) {
+static SLOW_PATH void traded_suspect(hak_heap_t *me, hak_tcache_t *tc, void *p, void *key,
+                                     unsigned cls) {
     if (unlikely(!_hak_span_remote_clean(p, key)) || _hak_tcache_holds(me, tc, p)) {
         _hak_report("free", HAK_ERR_DOUBLE_FREE, p, _hak_class_size[cls]);
         return;
