@@ -101,10 +101,10 @@ _Static_assert(HAK_RBATCH_WINDOW == 32, "a message's bitmap is the carrier's hig
  * the remote free writes it, a second free finds it (batch_freed_twice), the owner's
  * collection checks the carrier's (a block the owner freed into its cache meanwhile
  * carries the cache's key there). An odd address in hakmem's own data: never a cache's
- * address (aligned), never what malloc leaves in a live block (0). The store also hands
- * the block's line to the owner's refill whole, for writing: without it, a consumer that
- * only read the block left the line shared, and the refill's prefetch (prefetch_free)
- * did not take it over (xthread 0.29x; docs/BENCHMARKS.md, "Messages"). */
+ * address (aligned), never what malloc leaves in a live block (0). Without the store,
+ * a consumer that only read the block left its line shared, and the owner's refill
+ * (its read prefetch, then its write of the cache's link) ran xthread 0.29x
+ * (docs/BENCHMARKS.md, "Messages"). */
 static char remote_mark_base;
 #define REMOTE_MARK ((void *)(&remote_mark_base + 1))
 
@@ -331,15 +331,17 @@ static void *take_random(hak_span_t *s) {
 }
 
 /* The lines of the n lowest free blocks, from word *bits on (base its first block), asked
- * for at once, for writing. The blocks that came home from other threads sit in lines the
- * freeing threads' caches hold; take_free's writes of the cache's links would otherwise
- * fetch them one after another (and the heap lock's release, after the fill, waits for
- * every one): without this, remote frees as messages ran prodcons 0.86x the lists before
- * them, with it 1.4x (docs/BENCHMARKS.md, "Messages"). */
+ * for at once. The blocks that came home from other threads sit in lines the freeing
+ * threads' caches hold; take_free's writes of the cache's links would otherwise fetch them
+ * one after another (and the heap lock's release, after the fill, waits for every one):
+ * without this, remote frees as messages ran prodcons 0.86x the lists before them, with it
+ * 1.4x (docs/BENCHMARKS.md, "Messages"). A read prefetch (what gcc emits for x86-64
+ * without -mprfchw, whatever the hint): a prefetch for writing (PREFETCHW) ran xthread
+ * 0.81x (docs/BENCHMARKS.md, "A read prefetch"). */
 static void prefetch_free(const char *base, const uint64_t *bits, uint32_t n, size_t bs) {
     for (uint64_t x = *bits;; x = *++bits, base += 64 * bs) {
         for (; x != 0; x &= x - 1) {
-            __builtin_prefetch(base + (size_t)__builtin_ctzll(x) * bs, 1);
+            __builtin_prefetch(base + (size_t)__builtin_ctzll(x) * bs, 0);
             if (--n == 0) return;
         }
     }
