@@ -81,6 +81,27 @@ def test_balanced_keeps_more_in_a_program_that_ends_within_a_second(variant):
 
 
 @pytest.mark.parametrize("variant", ["preload", "static"])
+def test_balanced_looks_early_at_a_burst_of_refaults(variant):
+    """Two cycles of 48 MiB with no work between them: 40 MiB purged over the 8 MiB cap and
+    taken back at once, in well under the 100 ms between two of the learner's looks. The
+    refaults alone meet the rate a tick's look asks of a young program (25.6 MiB), so the
+    learner looks at once and keeps more, inside the program's short life. A run slower than
+    80 ms cannot tell that look from the next tick's, and says so."""
+    r = run_program("learn_dirs", ["periodic", "--cycles=2", "--work-ms=0", "--mib=48"],
+                    variant=variant, timeout=120, env={"HAKMEM_LEARN": "balanced"})
+    assert_checks_passed(r, "learn_dirs")
+    got = {m.group(1): m for m in LINE.finditer(r.stdout)}
+    elapsed = float(re.search(r"^elapsed_ms=(\d+)$", r.stdout, re.M).group(1))
+    if elapsed >= 80:
+        pytest.skip(f"the program ran {elapsed:.0f} ms: a regular look 100 ms after the "
+                    "first may have raised the cap too")
+    start = (int(got["start"].group(2)), int(got["start"].group(3)))
+    end = (int(got["end"].group(2)), int(got["end"].group(3)))
+    assert start == START["balanced"]
+    assert end[1] > start[1], (start, end, elapsed)
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
 def test_balanced_returns_sooner_what_nobody_takes_back(variant):
     """burst: balanced starts low already; purged memory nobody takes back lowers the delay
     (the cap is at its floor) and never raises anything."""

@@ -12,9 +12,10 @@
  *       (the pool counts it: a refault) means the program wanted it: both double (the cap
  *       at least to twice what came back), up to the objective's ceiling. Memory purged
  *       that no one took back within that second was not wanted: both halve, down to the
- *       floor. Decided at most every 100 ms, by whichever slow path or the purge thread
- *       gets there first. Keeping more takes refaults that cost the objective enough: a
- *       rate of them over the last second (over the program's life, if shorter).
+ *       floor. Decided every 100 ms, and at once when refaults alone meet a tick's share
+ *       of the rate, by whichever slow path or the purge thread gets there first.
+ *       Keeping more takes refaults that cost the objective enough: a rate of them over
+ *       the last second (over the program's life, if shorter).
  *   thread-cache depth  A class starts at a base depth (under balanced and memory at most
  *       a number of bytes of blocks) and, per heap, doubles each time it refills after a
  *       flush (tcache.c), past the built-in depth only within a byte bound; from the third
@@ -65,7 +66,9 @@ static long big_start;                            /* bigcache_mb's value at the 
 static uint64_t last_regret, last_huge_allocs, big_idle_since;
 static pthread_mutex_t tick_lock = HAK_LOCK_INIT;
 static _Atomic uint64_t next_tick_ms;
-static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below */
+static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below (the
+                                                   * second read without it too: burst) */
+static uint64_t burst_bytes;                      /* refaults that make a look early */
 static uint64_t pending, pending_since;           /* purged, not (yet) taken back */
 static uint64_t born_ms;                          /* the learner's start */
 #define RATE_TICKS 10                             /* refaults of the last ticks (a second) */
@@ -101,6 +104,19 @@ void _hak_learn_init(void) {
         }
     }
     _hak_pool_signals(&last_purged, &last_refaulted);
+    /* what a tick's refaults must reach for a program younger than a tick (below) */
+    burst_bytes = obj->up_rate / HAK_REFAULT_WINDOW_MS * HAK_LEARN_TICK_MS;
+    if (burst_bytes < MIB) burst_bytes = MIB;
+}
+
+/* Refaults since the last look that meet the rate rule by themselves: the rule looks now,
+ * not at the next tick. A program that builds a large structure again as soon as it freed
+ * the last one keeps it from its second round on instead of its third or fourth
+ * (teardown_random: 52,000 -> 37,000 page faults; docs/BENCHMARKS.md, "An early look"). */
+static bool burst(void) {
+    uint64_t purged, refaulted;
+    _hak_pool_signals(&purged, &refaulted);
+    return refaulted - __atomic_load_n(&last_refaulted, __ATOMIC_RELAXED) >= burst_bytes;
 }
 
 /* Both purge parameters one step: up (doubled; the cap at least to `want` MiB, by
@@ -145,17 +161,18 @@ static void bigcache_step(uint64_t now) {
     if (want != cur && !_hak_option_explicit(&_hak_opt.bigcache_mb)) _hak_learned_set(i_big, want);
 }
 
-/* The purge decision, at most every HAK_LEARN_TICK_MS, by whoever comes first. */
+/* The purge decision, every HAK_LEARN_TICK_MS and at a burst of refaults, by whoever
+ * comes first. */
 void _hak_learn_tick(uint64_t now) {
-    if (mode == HAK_LEARN_OFF || now < relaxed_load(&next_tick_ms)) return;
+    if (mode == HAK_LEARN_OFF || (now < relaxed_load(&next_tick_ms) && !burst())) return;
     if (!HAK_TRYLOCK(&tick_lock, LEARNING)) return;
-    if (now >= relaxed_load(&next_tick_ms)) {
+    if (now >= relaxed_load(&next_tick_ms) || burst()) {
         relaxed_store(&next_tick_ms, now + HAK_LEARN_TICK_MS);
         uint64_t purged, refaulted;
         _hak_pool_signals(&purged, &refaulted);
         uint64_t dp = purged - last_purged, dr = refaulted - last_refaulted;
         last_purged = purged;
-        last_refaulted = refaulted;
+        __atomic_store_n(&last_refaulted, refaulted, __ATOMIC_RELAXED);
         if (learn_big) bigcache_step(now);
         if (dr >= MIB) {                              /* purged, and wanted back */
             pending = 0;

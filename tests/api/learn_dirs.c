@@ -22,8 +22,11 @@
  *     start purge_delay_ms=D dirty_max_mb=C
  *     end purge_delay_ms=D dirty_max_mb=C changes=N
  *
- * where N is the sum of both change counts since the start; tests/test_learn.py compares
- * them with what the objective in HAKMEM_LEARN promises. */
+ *     elapsed_ms=T
+ *
+ * where N is the sum of both change counts since the start and T the milliseconds from
+ * main's start to the end; tests/test_learn.py compares them with what the objective in
+ * HAKMEM_LEARN promises. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -181,6 +184,7 @@ int main(int argc, char **argv)
         else if (strncmp(argv[i], "--work-ms=", 10) == 0) work_ms = atol(argv[i] + 10);
     }
     if (hakmem) REQUIRE(hak_learned_get != NULL);
+    double t0 = now_s();
     free(malloc(16));                        /* hakmem is initialised: the start values */
     long d0 = 0, c0 = 0, d1 = 0, c1 = 0;
     unsigned long long n0 = 0, n1 = 0;
@@ -201,6 +205,7 @@ int main(int argc, char **argv)
         learned(&d1, &c1, &n1);
         printf("start purge_delay_ms=%ld dirty_max_mb=%ld\n", d0, c0);
         printf("end purge_delay_ms=%ld dirty_max_mb=%ld changes=%llu\n", d1, c1, n1 - n0);
+        printf("elapsed_ms=%.0f\n", (now_s() - t0) * 1000);
     }
     CHECK_DONE("learn_dirs");
 }
