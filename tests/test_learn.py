@@ -20,9 +20,9 @@ START = {"off": (500, 32), "speed": (1000, 128), "memory": (50, 8),
 LINE = re.compile(r"^(start|end) purge_delay_ms=(\d+) dirty_max_mb=(\d+)(?: changes=(\d+))?$", re.M)
 
 
-def scenario(learn, args, variant="preload", env=None):
+def timed_scenario(learn, args, variant="preload", env=None):
     """learn_dirs ARGS under HAKMEM_LEARN=learn: ((delay, cap) at the start, at the end,
-    changes)."""
+    changes, the run's milliseconds)."""
     r = run_program("learn_dirs", args, variant=variant, timeout=120,
                     env=dict(env or {}, HAKMEM_LEARN=learn))
     assert_checks_passed(r, "learn_dirs")
@@ -30,7 +30,13 @@ def scenario(learn, args, variant="preload", env=None):
     assert set(got) == {"start", "end"}, r.stdout
     start = (int(got["start"].group(2)), int(got["start"].group(3)))
     end = (int(got["end"].group(2)), int(got["end"].group(3)))
-    return start, end, int(got["end"].group(4))
+    elapsed = float(re.search(r"^elapsed_ms=(\d+)$", r.stdout, re.M).group(1))
+    return start, end, int(got["end"].group(4)), elapsed
+
+
+def scenario(learn, args, variant="preload", env=None):
+    """timed_scenario without the time: ((delay, cap) at the start, at the end, changes)."""
+    return timed_scenario(learn, args, variant, env)[:3]
 
 
 def steps(a, b):
@@ -87,16 +93,11 @@ def test_balanced_looks_early_at_a_burst_of_refaults(variant):
     refaults alone meet the rate a tick's look asks of a young program (25.6 MiB), so the
     learner looks at once and keeps more, inside the program's short life. A run slower than
     80 ms cannot tell that look from the next tick's, and says so."""
-    r = run_program("learn_dirs", ["periodic", "--cycles=2", "--work-ms=0", "--mib=48"],
-                    variant=variant, timeout=120, env={"HAKMEM_LEARN": "balanced"})
-    assert_checks_passed(r, "learn_dirs")
-    got = {m.group(1): m for m in LINE.finditer(r.stdout)}
-    elapsed = float(re.search(r"^elapsed_ms=(\d+)$", r.stdout, re.M).group(1))
+    start, end, _, elapsed = timed_scenario(
+        "balanced", ["periodic", "--cycles=2", "--work-ms=0", "--mib=48"], variant)
     if elapsed >= 80:
         pytest.skip(f"the program ran {elapsed:.0f} ms: a regular look 100 ms after the "
                     "first may have raised the cap too")
-    start = (int(got["start"].group(2)), int(got["start"].group(3)))
-    end = (int(got["end"].group(2)), int(got["end"].group(3)))
     assert start == START["balanced"]
     assert end[1] > start[1], (start, end, elapsed)
 
