@@ -197,3 +197,36 @@ def test_bigcache_speed_keeps_it_memory_and_explicit_never_move_it():
     for learn, env in (("memory", None), ("balanced", {"HAKMEM_BIGCACHE_MB": "64"})):
         r = huge_loop(learn, env=env)
         assert r["changes"] == 0 and r["end"] == r["start"] == 64, (learn, r)
+
+
+# ---- a run of huge frees: the working set let go (tests/api/huge_drain.c) ----------------
+
+ROUND = re.compile(r"^round (\d+) faults=(\d+) rss_after_free_kib=(-?\d+)$", re.M)
+DRAIN_PAGES = 16 * (6 << 20) // 4096          # one round's blocks, in pages
+
+
+def huge_drain(learn, variant="preload"):
+    """tests/api/huge_drain (8 rounds of 16 blocks of 6 MiB, written, all freed) under
+    HAKMEM_LEARN=learn: per round (page faults of its allocations and writes, KiB resident
+    after its frees beyond the start)."""
+    r = run_program("huge_drain", [], variant=variant, timeout=60, env={"HAKMEM_LEARN": learn})
+    assert_checks_passed(r, "huge_drain")
+    rounds = [(int(f), int(k)) for _, f, k in ROUND.findall(r.stdout)]
+    assert len(rounds) == 8, r.stdout
+    return rounds
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
+def test_a_run_of_huge_frees_gives_the_memory_back_and_batches_keep_it(variant):
+    """balanced: frees in a row past the BigCache's bound purge it at once, so a
+    single-threaded program (no purge thread) that lets its huge blocks go and idles holds
+    nothing of them; a program that allocates the same again at once (within the purge
+    delay) was freeing a batch, and after one batch of fresh pages the rounds reuse the
+    cache. speed and off keep the cache, as they did before drains."""
+    rounds = huge_drain("balanced", variant)
+    assert rounds[0][1] <= 16 * 1024, rounds                     # 96 MiB written and freed
+    assert all(f <= DRAIN_PAGES // 10 for f, _ in rounds[3:]), rounds
+    for learn in ("speed", "off"):
+        kept = huge_drain(learn, variant)
+        assert kept[0][1] >= 64 * 1024, (learn, kept)
+        assert all(f <= DRAIN_PAGES // 10 for f, _ in kept[1:]), (learn, kept)

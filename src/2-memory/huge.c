@@ -35,7 +35,9 @@
  * never to come again, does not push out what the cache holds). With
  * HAKMEM_BIGCACHE_MB=0 nothing is cached and no slack kept. Cached mappings are purged
  * once unused for the purge delay (by the purge thread, or the next huge call) and all
- * unmapped by malloc_trim; tests/api/huge_loop_rss.c checks the bound and both.
+ * unmapped by malloc_trim; tests/api/huge_loop_rss.c checks the bound and both. A run of
+ * frees that lets the working set go is a *drain*: the cache is purged at once
+ * (note_free; tests/api/huge_drain.c).
  *
  * The learning layer raises HAKMEM_BIGCACHE_MB for a program that keeps coming back for
  * what the bound made hakmem give back (its signal: note_miss's regrets); the part it
@@ -70,6 +72,13 @@ static struct { size_t len; uint32_t at; } dropped[HAK_HUGE_RECENT];
 static unsigned dropped_next;
 static _Atomic uint64_t regret_bytes;
 static _Atomic long learned_floor_mb = 1L << 40;   /* the bound before the learner moved it */
+/* A drain (see _hak_huge_free): the mapping bytes freed since the last huge allocation, the
+ * run a drain needs (the bound << drain_shift), when a drain last purged (0: no regret to
+ * look for), and whether drains are on at all (the learning layer's objective). */
+static size_t run_bytes;
+static unsigned drain_shift;
+static uint64_t drained_at;
+static _Atomic bool drains;
 
 /* Cached mappings due for purging leave the cache under the lock (cache_bytes still counts
  * them: they are held) and are purged after the unlock, then come back: no madvise runs
@@ -77,6 +86,7 @@ static _Atomic long learned_floor_mb = 1L << 40;   /* the bound before the learn
 static hak_huge_t *purge_list;
 
 static void purge_list_run(hak_huge_t *list);
+static size_t purge_cache_locked(bool all);
 
 static void huge_unlock(void) {
     size_t left = 0;
@@ -156,6 +166,35 @@ static void note_miss(size_t maplen, uint64_t now) {
 }
 
 void _hak_huge_learned_floor(long mb) { relaxed_store(&learned_floor_mb, mb); }
+void _hak_huge_drains(bool on) { relaxed_store(&drains, on); }
+
+/* Under huge_lock: a huge allocation ends the run of frees. One soon after a drain purged
+ * the cache (within the purge delay, in which the cache would have kept it) says the
+ * program frees and allocates in batches: the next drain needs a run twice as long. */
+static void note_alloc(uint64_t now) {
+    if (drained_at != 0 && now - drained_at < (uint64_t)hak_opt_live(purge_delay_ms) &&
+        drain_shift < HAK_HUGE_DRAIN_SHIFT_MAX)
+        drain_shift++;
+    drained_at = 0;
+    run_bytes = 0;
+}
+
+/* Under huge_lock, after budget(): a free of a mapping of maplen bytes, in a run of frees.
+ * Once the run passes the bound (<< drain_shift) and leaves at most an eighth of the
+ * recent peak of live huge bytes, the program is letting its huge working set go — the
+ * end of a loop or of a phase — and the cache is purged now, and again at each free of
+ * the run, rather than after the purge delay: a program with no purge thread (one
+ * thread, under HAKMEM_PURGE_THREAD=on) that goes idle would otherwise keep it until its
+ * next huge call. (The eighth: one of two threads that cycle through huge blocks exits,
+ * and the other goes on with the cache: huge_loop_2T ran 0.66x without it.) */
+static void note_free(size_t maplen, uint64_t now) {
+    run_bytes += maplen;
+    if (!relaxed_load(&drains) || drain_shift >= HAK_HUGE_DRAIN_SHIFT_MAX) return;
+    if (run_bytes <= ((size_t)hak_opt_live(bigcache_mb) << 20) << drain_shift) return;
+    size_t recent = peak_cur > peak_prev ? peak_cur : peak_prev;
+    if (relaxed_load(&live_bytes) > recent / 8) return;
+    if (purge_cache_locked(true) > 0) drained_at = now > 0 ? now : 1;
+}
 
 void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak) {
     *regret = relaxed_load(&regret_bytes);
@@ -353,6 +392,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     uint64_t now = _hak_now_ms();
     HAK_LOCK(&huge_lock, HUGE);
     recent_need[recent_next++ % HAK_HUGE_RECENT] = maplen;
+    note_alloc(now);
     hak_huge_t *h = cache_take(maplen, malign, budget(now), now, &tail, &tail_len);
     hak_huge_t *grow = h == NULL && malign == HAK_SS_SIZE ? cache_take_largest() : NULL;
     if (h == NULL) note_miss(maplen, now);
@@ -407,6 +447,7 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
     size_t limit = budget(now);
     if (!admit(h->maplen, limit)) {
         note_dropped(h->maplen, now);
+        note_free(h->maplen, now);
         huge_unlock();
         huge_unmap(h);
         return;
@@ -428,6 +469,7 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
         evict = old;
     }
     purge_cache_locked(false);
+    note_free(h->maplen, now);
     huge_unlock();
     while (evict != NULL) {
         hak_huge_t *next = evict->next;
@@ -559,6 +601,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         size_t tail_len;
         uint64_t now = _hak_now_ms();
         HAK_LOCK(&huge_lock, HUGE);
+        note_alloc(now);
         hak_huge_t *c = cache_take(chunks_for(HAK_HUGE_HDR, size), HAK_SS_SIZE, budget(now),
                                    now, &tail, &tail_len);
         huge_unlock();

@@ -29,5 +29,11 @@ void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak);
 /* The learning layer moves HAKMEM_BIGCACHE_MB up from mb: the part above it is bounded by
  * the live huge bytes at every call. */
 void _hak_huge_learned_floor(long mb);
+/* Whether a run of huge frees that passes the bound purges the BigCache at once (huge.c,
+ * _hak_huge_free; the learning layer's objective: balanced and memory). A huge allocation
+ * within the purge delay after such a purge doubles the run the next one needs; past
+ * 2^HAK_HUGE_DRAIN_SHIFT_MAX times the bound, there are no more. */
+void _hak_huge_drains(bool on);
+#define HAK_HUGE_DRAIN_SHIFT_MAX 4
 
 #endif

@@ -91,6 +91,7 @@ void _hak_learn_init(void) {
     i_big = _hak_learned_add("bigcache_mb", &_hak_opt.bigcache_mb);
     big_start = _hak_opt.bigcache_mb;
     if (learn_big) _hak_huge_learned_floor(big_start);
+    _hak_huge_drains(obj->pages);          /* balanced and memory: huge.c, note_free */
     big_idle_since = born_ms;
     if (!_hak_option_explicit(&_hak_opt.tcache_max)) {
         _hak_tcache_set_policy(obj->tc_floor, obj->tc_base, obj->tc_base_bytes, obj->tc_max,
