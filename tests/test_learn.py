@@ -216,7 +216,7 @@ def huge_drain(learn, variant="preload"):
     return rounds
 
 
-@pytest.mark.parametrize("variant", ["preload", "static"])
+@pytest.mark.parametrize("variant", ["preload", "static", "debug"])
 def test_a_run_of_huge_frees_gives_the_memory_back_and_batches_keep_it(variant):
     """balanced: frees in a row past the BigCache's bound purge it at once, so a
     single-threaded program (no purge thread) that lets its huge blocks go and idles holds
