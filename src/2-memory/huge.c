@@ -62,6 +62,8 @@ static _Atomic size_t live_bytes;  /* payload bytes of live huge blocks */
  * the current window's start (ms): the budget follows the recent live working set. */
 static size_t peak_cur, peak_prev;
 static uint64_t window_start;
+/* The recent peak (huge_lock held): the larger of the two windows'. */
+static size_t window_peak(void) { return peak_cur > peak_prev ? peak_cur : peak_prev; }
 /* The chunk-rounded lengths the last eight huge allocations needed (admission). */
 static size_t recent_need[HAK_HUGE_RECENT];
 static unsigned recent_next;
@@ -144,7 +146,7 @@ static size_t budget(uint64_t now) {
         window_start = now;
     }
     if (live > peak_cur) peak_cur = live;
-    size_t recent = peak_cur > peak_prev ? peak_cur : peak_prev;
+    size_t recent = window_peak();
     return cap + (recent < cap ? recent : cap);
 }
 
@@ -191,7 +193,7 @@ static void note_free(size_t maplen, uint64_t now) {
     run_bytes += maplen;
     if (!relaxed_load(&drains) || drain_shift >= HAK_HUGE_DRAIN_SHIFT_MAX) return;
     if (run_bytes <= ((size_t)hak_opt_live(bigcache_mb) << 20) << drain_shift) return;
-    size_t recent = peak_cur > peak_prev ? peak_cur : peak_prev;
+    size_t recent = window_peak();
     if (relaxed_load(&live_bytes) > recent / 8) return;
     if (purge_cache_locked(true) > 0) drained_at = now > 0 ? now : 1;
 }
@@ -202,7 +204,7 @@ void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak) 
     size_t live = relaxed_load(&live_bytes);
     HAK_LOCK(&huge_lock, HUGE);
     budget(_hak_now_ms());                            /* (moves the peak's window on) */
-    size_t peak = peak_cur > peak_prev ? peak_cur : peak_prev;
+    size_t peak = window_peak();
     hak_unlock(&huge_lock);
     *recent_peak = peak > live ? peak : live;
 }
