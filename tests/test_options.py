@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -27,7 +28,9 @@ def probe(env_vars, names=()):
     """opt_probe under LD_PRELOAD with the given HAKMEM_* variables; the CompletedProcess
     after checking that it ran correctly, on hakmem."""
     exe = build_prog("opt_probe")
-    r = run([exe, *names], env=clean_env(LD_PRELOAD=LIB_SO, **env_vars))
+    # in a folder of its own: a probe of HAKMEM_PROF=1 writes its exit profile there
+    with tempfile.TemporaryDirectory() as cwd:
+        r = run([exe, *names], env=clean_env(LD_PRELOAD=LIB_SO, **env_vars), cwd=cwd)
     line = " ".join("%s=%s" % kv for kv in env_vars.items())
     assert r.returncode == 0, "%s %s: exit %d\n%s" % (line, exe, r.returncode, r.stderr)
     lines = r.stdout.splitlines()
