@@ -1,7 +1,7 @@
 # bench/bench.mk — the benchmark suite, included by the top-level Makefile.
 #
 #   make bench        quick comparison with glibc and the peers present (a few minutes)
-#   make bench-full   the long run (10 runs per cell, full operation counts; 20-40 minutes)
+#   make bench-full   the long run (10 runs per cell, full operation counts; about an hour)
 #   make bench-instr  instructions per operation under valgrind --tool=callgrind
 #   make bench-phases memory over time (bench/phases.c: burst, periodic, idle threads, huge
 #                     loop, phase change) under hakmem's settings (HAKMEM_LEARN=off|speed|
