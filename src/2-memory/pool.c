@@ -97,13 +97,13 @@ typedef struct {
     bool was_empty;                        /* empty when taken: keeps its empty_since */
 } purge_job_t;
 static hak_superslab_t *to_unmap;
-/* A superslab is mapped with the lock dropped, and units being purged are out of the free
- * set meanwhile. A thread that runs short while another maps, or while a purge is under
- * way, maps a superslab of its own rather than sleep until that is done: with more threads
- * than cores a sleeper is woken only when the scheduler gets to it, and those waits were
- * the 64-thread latency cell's slowest operations (docs/BENCHMARKS.md, "Latency"). What
- * threads that run short together map beyond their need serves the next spans, and goes
- * back as any empty superslab does. */
+/* A superslab is mapped by one thread at a time, with the lock dropped, and units being
+ * purged are out of the free set meanwhile: a thread that runs short while either is under
+ * way sleeps until it is done (mapped_seq moves on), then looks again, and finds room
+ * there — where mapping a superslab of its own had left one per waiting thread. */
+static bool mapping;                        /* under the lock */
+static uint32_t purging_units;              /* under the lock: units out for a purge */
+static _Atomic int mapped_seq;
 static purge_job_t to_purge[PURGE_BATCH];
 static unsigned n_to_purge;
 
@@ -202,6 +202,7 @@ static size_t purge_ss(hak_superslab_t *ss) {
     uint32_t d = ss->dirty_mask;
     size_t bytes = (size_t)__builtin_popcount(d) * HAK_UNIT_SIZE;
     to_purge[n_to_purge++] = (purge_job_t){ ss, d, ss->list == HAK_SS_LIST_EMPTY };
+    purging_units += (uint32_t)__builtin_popcount(d);
     pool->dirty_bytes -= bytes;
     ss->dirty_mask = 0;
     ss_now_clean(ss);
@@ -226,6 +227,7 @@ static void purge_back(const purge_job_t *job, uint32_t stale) {
     hak_superslab_t *ss = job->ss;
     uint32_t units = job->units;
     ss->purging_mask &= ~units;
+    purging_units -= (uint32_t)__builtin_popcount(units);
     ss->free_mask |= units;
     if (ss->free_mask == HAK_UNITS_ALL && !job->was_empty) ss->empty_since = _hak_now_ms();
     ss->stale_mask |= stale;
@@ -260,8 +262,10 @@ static void run_deferred(hak_superslab_t *gone, purge_job_t *jobs, unsigned n) {
     if (n == 0) return;
     pool_take();
     for (unsigned i = 0; i < n; i++) purge_back(&jobs[i], stale[i]);
+    HAK_RMW(POOL, atomic_fetch_add(&mapped_seq, 1));
     relaxed_store(&dirty_seen, pool->dirty_bytes);
     hak_unlock(&pool->lock);
+    HAK_OS(POOL, _hak_os_wake_all(&mapped_seq));   /* threads that waited for these units */
 }
 
 /* What has been dirty for the purge delay (all: everything dirty), oldest first, as much
@@ -348,7 +352,14 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
     unsigned n = _hak_class_units[cls];
     pool_take();
     uint32_t avail = 0;
-    hak_superslab_t *ss = _hak_pool_find(n, &avail);
+    hak_superslab_t *ss;
+    bool woke = false;                      /* waiters to wake at the unlock */
+    while ((ss = _hak_pool_find(n, &avail)) == NULL && map_new && (mapping || purging_units != 0)) {
+        int seq = atomic_load(&mapped_seq);
+        pool_unlock();
+        HAK_OS(POOL, _hak_os_wait(&mapped_seq, seq, -1));
+        pool_take();
+    }
     if (ss != NULL) {
         HAK_STAT_ADD_LOCKED(pool_visits, 1);
         if (ss->list == HAK_SS_LIST_EMPTY) {
@@ -360,11 +371,16 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
             pool_unlock();
             return NULL;
         }
+        mapping = true;
         pool_unlock();
         ss = ss_map();                      /* (mapped unlocked) */
         pool_take();
+        mapping = false;
+        HAK_RMW(POOL, atomic_fetch_add(&mapped_seq, 1));
+        woke = true;
         if (ss == NULL) {
             pool_unlock();
+            HAK_OS(POOL, _hak_os_wake_all(&mapped_seq));  /* (they try for themselves) */
             return NULL;
         }
         HAK_QUEUE_PUSH_FRONT(&pool->all, ss, all_link);
@@ -403,6 +419,7 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
     _hak_span_mark_units(ss, (unsigned)u, n, cls, capacity, front);
     maybe_purge();
     pool_unlock();
+    if (woke) HAK_OS(POOL, _hak_os_wake_all(&mapped_seq));
 
     hak_span_t *s = &ss->spans[u];
     _hak_span_init(s, cls, capacity, front, zero);
@@ -495,6 +512,7 @@ pthread_mutex_t *_hak_pool_fork(hak_fork_phase_t phase) {
     pthread_mutex_t *busy = hak_fork_locks(set, 1, phase);
     if (phase != HAK_FORK_CHILD) return busy;
     uintptr_t survivor = hak_thread_key();
+    mapping = false;                       /* the mapper, if any, is gone */
     for (hak_superslab_t *ss = pool->all.head; ss != NULL; ss = ss->all_link.next) {
         if (ss->purging_mask != 0) {       /* a thread that is gone was purging them */
             purge_job_t job = { ss, ss->purging_mask, false };
