@@ -19,16 +19,21 @@
  * where a live block's slack is what may be resident of its mapping past the 2 MiB chunk
  * its payload ends in (a reused mapping's old tail), and
  *
- *     budget = HAKMEM_BIGCACHE_MB + min(recent peak of live huge bytes, HAKMEM_BIGCACHE_MB)
+ *     budget = HAKMEM_BIGCACHE_MB + max(min(recent peak, HAKMEM_BIGCACHE_MB),
+ *                                       min(recent peak / 2, live huge bytes))
  *
  * with the peak of the live blocks' payloads taken over the last one to two purge delays:
- * the option's value in a program with no huge blocks live lately, at most twice it.
+ * the option's value in a program with no huge blocks live lately, twice it for a working
+ * set up to twice it, and beyond that the option plus half the working set while it is
+ * live (20 live buffers of 5-25 MiB replaced one at a time need about 220 MiB of room for
+ * their slack: within 128 MiB huge_ws's loop faulted in half as many pages again).
  * Taking a cached mapping whose slack would pass the budget trims the mapping's tail;
  * freeing a block unmaps cached mappings (purged ones first, then the smallest) until held
  * fits; a block larger than the budget is unmapped at once; realloc keeps a shrunk
  * block's resident tail only within the budget. So held is within the budget after every
- * call, never above 2 × HAKMEM_BIGCACHE_MB, and the resident memory of huge blocks within
- * their payloads (each rounded up to its last 2 MiB chunk) plus held. A mapping larger
+ * call: never above 2 × HAKMEM_BIGCACHE_MB or, past that, HAKMEM_BIGCACHE_MB plus half the
+ * live huge bytes; and the resident memory of huge blocks within their payloads (each
+ * rounded up to its last 2 MiB chunk) plus held. A mapping larger
  * than a quarter of HAKMEM_BIGCACHE_MB is cached where it fits the budget beside what the
  * cache holds, and otherwise only while the program reuses its size: two of the last
  * eight huge allocations needed between half of it and all of it (a block freed once,
@@ -146,8 +151,13 @@ static size_t budget(uint64_t now) {
         window_start = now;
     }
     if (live > peak_cur) peak_cur = live;
+    if (cap == 0) return 0;                        /* HAKMEM_BIGCACHE_MB=0: nothing kept */
+    /* the half of the peak counts only up to what is live now: a program that frees its
+     * blocks is held to twice the bound again at once */
     size_t recent = window_peak();
-    return cap + (recent < cap ? recent : cap);
+    size_t room = recent < cap ? recent : cap;
+    size_t half = recent / 2 < live ? recent / 2 : live;
+    return cap + (half > room ? half : room);
 }
 
 /* Under huge_lock: a resident mapping or tail of len bytes leaves for the bound's sake. */

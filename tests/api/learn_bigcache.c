@@ -2,19 +2,22 @@
  * huge blocks, and the growth goes when the blocks go (issue 32, docs/ARCHITECTURE.md
  * "Learning").
  *
- * Usage: learn_bigcache [--steps=N] [--live=N] [--idle-ms=N] [--hakmem]
+ * Usage: learn_bigcache [--steps=N] [--live=N] [--min-mib=N] [--max-mib=N] [--idle-ms=N]
+ *                       [--hakmem]
  *
- * N live buffers (20) of 5-25 MiB, one replaced per step (400 steps): freed, and a new one
- * of a random size allocated and written whole, as a program's own zero-fill would (the
- * pattern of docs/BENCHMARKS.md's huge_ws cell). With the default bound (64 MiB, so at most
- * 128 MiB held beside ~300 MiB live) the mappings that would serve the next request are
- * given back for the bound's sake, and about a third of the requests fault in fresh memory.
+ * N live buffers (20) of 5-25 MiB (--min-mib, --max-mib), one replaced per step (400 steps):
+ * freed, and a new one of a random size allocated and written whole, as a program's own
+ * zero-fill would (the pattern of docs/BENCHMARKS.md's huge_ws cell). tests/test_learn.py
+ * runs 12 of 4-60 MiB: with the default bound (64 MiB, held at most 64 MiB plus half the
+ * ~500 MiB live) the mappings that would serve the next request are given back for the
+ * bound's sake, and about a third of the requests fault in fresh memory.
  * With --idle-ms the buffers then stay live for that long while the program does small
  * work only (no huge request: the reuse has stopped). Every buffer carries a pattern
  * checked before its free. With --hakmem the program prints
  *
  *     start bigcache_mb=M
  *     end bigcache_mb=M changes=N misses_second_half=K peak_live_mib=P
+ *     rss over_live_mib=R          (the most RSS passed the start plus the live buffers)
  *     idle bigcache_mb=M                                  (with --idle-ms)
  *     after_free bigcache_mib=B
  *
@@ -30,6 +33,7 @@
 
 #include "../../include/hakmem.h"
 #include "../helpers/check.h"
+#include "../helpers/proc.h"
 
 #define MiB (1024L * 1024)
 
@@ -89,7 +93,8 @@ int main(int argc, char **argv)
 {
     int hakmem = argc > 1 && strcmp(argv[argc - 1], "--hakmem") == 0;
     long steps = arg(argc, argv, "--steps", 400), live = arg(argc, argv, "--live", 20);
-    REQUIRE(live > 0 && live <= 64 && steps > 0);
+    long lo = arg(argc, argv, "--min-mib", 5), hi = arg(argc, argv, "--max-mib", 25);
+    REQUIRE(live > 0 && live <= 64 && steps > 0 && lo >= 3 && hi > lo);
     unsigned char *buf[64] = {0};
     size_t len[64] = {0}, total = 0, peak = 0;
     long start = 0, end = 0;
@@ -98,6 +103,7 @@ int main(int argc, char **argv)
     hak_stats_t st;
     free(malloc(1));                                   /* (hakmem set up: its table filled) */
     if (hakmem) bigcache(&start, &changes);
+    long rss0 = rss_bytes(), over = 0;                  /* RSS past the start and the live */
     for (long i = 0; i < steps + live; i++) {
         if (hakmem && i == live + steps / 2) {
             hak_stats_get(&st);
@@ -109,12 +115,14 @@ int main(int argc, char **argv)
             free(buf[k]);
             total -= len[k];
         }
-        len[k] = 5 * MiB + next_rand() % (20 * MiB);
+        len[k] = (size_t)lo * MiB + next_rand() % ((size_t)(hi - lo) * MiB);
         buf[k] = malloc(len[k]);
         REQUIRE(buf[k] != NULL);
         fill(buf[k], len[k]);
         total += len[k];
         if (total > peak) peak = total;
+        long o = rss_bytes() - rss0 - (long)total;
+        if (o > over) over = o;
     }
     if (hakmem) {
         bigcache(&end, &changes);
@@ -122,6 +130,7 @@ int main(int argc, char **argv)
         printf("start bigcache_mb=%ld\n", start);
         printf("end bigcache_mb=%ld changes=%llu misses_second_half=%llu peak_live_mib=%zu\n", end,
                changes, (unsigned long long)(st.bigcache_misses - misses_half), peak / MiB);
+        printf("rss over_live_mib=%ld\n", over / MiB);
     }
     long idle_ms = arg(argc, argv, "--idle-ms", 0);
     if (idle_ms > 0) {
