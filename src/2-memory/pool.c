@@ -123,6 +123,43 @@ static void pool_unlock(void) {
 
 size_t _hak_pool_dirty(void) { return relaxed_load(&dirty_seen); }
 
+/* What the learning layer watches (learning.c): bytes purged, and bytes of units taken again
+ * within a second of their purge — memory the program wanted back, faulted in anew. */
+static _Atomic uint64_t sig_purged, sig_refaulted;
+
+void _hak_pool_signals(uint64_t *purged, uint64_t *refaulted) {
+    *purged = relaxed_load(&sig_purged);
+    *refaulted = relaxed_load(&sig_refaulted);
+}
+
+/* Superslabs given back (ss_unmap): when the last one left, and how many of the units they
+ * took away had been resident lately (dirty, or purged and not taken since). A superslab
+ * mapped within a second of that brings as many back as purged units, so that pool_acquire
+ * counts them as refaults when it takes them: a program that frees a large phase, waits
+ * past the purge delay (its empty superslabs leave) and builds it again faults all of it
+ * in anew, and the learner saw a third of it (tests/test_learn.py). */
+static uint64_t gone_ms;               /* (both under the pool's lock) */
+static uint32_t gone_units;
+
+static void note_gone(const hak_superslab_t *ss) {
+    uint32_t resident = ss->dirty_mask | ss->purged_mask;
+    if (resident == 0) return;
+    uint64_t now = _hak_now_ms();
+    if (now - gone_ms >= HAK_REFAULT_WINDOW_MS) gone_units = 0;
+    gone_units += (uint32_t)__builtin_popcount(resident);
+    gone_ms = now;
+    relaxed_store(&sig_purged, relaxed_load(&sig_purged) +
+                  (uint64_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE);
+}
+
+static void note_back(hak_superslab_t *ss) {             /* ss: just mapped */
+    if (gone_units == 0 || _hak_now_ms() - gone_ms >= HAK_REFAULT_WINDOW_MS) return;
+    uint32_t k = gone_units < HAK_UNITS - 1 ? gone_units : HAK_UNITS - 1;
+    ss->purged_mask = (uint32_t)((((uint64_t)1 << k) - 1) << 1);     /* units 1..k */
+    ss->purged_at = gone_ms;
+    gone_units -= k;
+}
+
 static hak_superslab_t *ss_map(void) {
     void *m = _hak_arena_take();
     if (m == NULL) m = HAK_OS(POOL, _hak_os_map_aligned(HAK_SS_SIZE, HAK_SS_SIZE));
@@ -148,6 +185,7 @@ static hak_superslab_t *ss_map(void) {
 /* An empty superslab, already off the empty list, leaves the pool; pool_unlock gives it
  * back to the kernel. */
 static void ss_unmap(hak_superslab_t *ss) {
+    note_gone(ss);
     if (ss->dirty_mask != 0) ss_now_clean(ss);
     dirty_bin_set(ss, 0);
     pool->dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
@@ -160,14 +198,6 @@ static void ss_unmap(hak_superslab_t *ss) {
     to_unmap = ss;
 }
 
-/* What the learning layer watches (learning.c): bytes purged, and bytes of units taken again
- * within a second of their purge — memory the program wanted back, faulted in anew. */
-static _Atomic uint64_t sig_purged, sig_refaulted;
-
-void _hak_pool_signals(uint64_t *purged, uint64_t *refaulted) {
-    *purged = relaxed_load(&sig_purged);
-    *refaulted = relaxed_load(&sig_refaulted);
-}
 
 /* Files ss where its free units now put it: the empty list (in the order of empty_since,
  * newest first), or the run bin of its longest free run (none when full). */
@@ -384,6 +414,7 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
             return NULL;
         }
         HAK_QUEUE_PUSH_FRONT(&pool->all, ss, all_link);
+        note_back(ss);
         avail = ss->free_mask;
     }
     int u = hak_find_run(avail, n);
