@@ -132,7 +132,8 @@ void _hak_pool_signals(uint64_t *purged, uint64_t *refaulted) {
     *refaulted = relaxed_load(&sig_refaulted);
 }
 
-/* Superslabs given back (ss_unmap): when the last one left, and how many of the units they
+/* Superslabs the purge policy gave back (ss_unmap; not malloc_trim's or an out-of-memory
+ * retry's, which were asked for): when the last one left, and how many of the units they
  * took away had been resident lately (dirty, or purged and not taken since). A superslab
  * mapped within a second of that brings as many back as purged units, so that pool_acquire
  * counts them as refaults when it takes them: a program that frees a large phase, waits
@@ -184,8 +185,8 @@ static hak_superslab_t *ss_map(void) {
 
 /* An empty superslab, already off the empty list, leaves the pool; pool_unlock gives it
  * back to the kernel. */
-static void ss_unmap(hak_superslab_t *ss) {
-    note_gone(ss);
+static void ss_unmap(hak_superslab_t *ss, bool counted) {
+    if (counted) note_gone(ss);
     if (ss->dirty_mask != 0) ss_now_clean(ss);
     dirty_bin_set(ss, 0);
     pool->dirty_bytes -= (size_t)__builtin_popcount(ss->dirty_mask) * HAK_UNIT_SIZE;
@@ -318,20 +319,20 @@ static void purge_oldest(size_t target) {
 
 /* Empty superslabs, most recently emptied first: beyond the first `keep`, those empty for
  * at least `age` ms are unmapped — a tail of the list, which is ordered by empty_since. */
-static void unmap_empty(size_t keep, uint64_t now, uint64_t age) {
+static void unmap_empty(size_t keep, uint64_t now, uint64_t age, bool counted) {
     hak_superslab_t *ss;
     while (pool->n_empty > keep && (ss = pool->empty.tail) != NULL && now - ss->empty_since >= age) {
         HAK_QUEUE_REMOVE(&pool->empty, ss, run_link);
         pool->n_empty--;
         HAK_STAT_ADD_LOCKED(pool_purge_visits, 1);
-        ss_unmap(ss);
+        ss_unmap(ss, counted);
     }
 }
 
 /* Beyond the retained ones, those idle for the purge delay (all: every one). */
-static void unmap_idle_empty(uint64_t now, bool all) {
+static void unmap_idle_empty(uint64_t now, bool all, bool counted) {
     unmap_empty(all ? 0 : (size_t)_hak_opt.superslab_retain, now,
-                all ? 0 : (uint64_t)hak_opt_live(purge_delay_ms));
+                all ? 0 : (uint64_t)hak_opt_live(purge_delay_ms), counted);
 }
 
 static void maybe_purge(void) {
@@ -341,7 +342,7 @@ static void maybe_purge(void) {
     uint64_t now = _hak_now_ms();
     if (now < next_purge_at) return;
     purge_due(now, false);
-    unmap_idle_empty(now, false);
+    unmap_idle_empty(now, false, true);
     next_purge_at = now + (uint64_t)hak_opt_live(purge_delay_ms) / 4 + 1;
 }
 
@@ -502,7 +503,7 @@ size_t _hak_pool_purge_tick(void) {
     pool_take();
     uint64_t now = _hak_now_ms();
     purge_due(now, false);
-    unmap_idle_empty(now, false);
+    unmap_idle_empty(now, false, true);
     size_t left = pool->dirty_bytes;
     pool_unlock();
     return left;
@@ -518,8 +519,8 @@ size_t _hak_pool_purge(bool all, bool unmap_all) {
         uint64_t now = _hak_now_ms();
         got = purge_due(now, all);
         size_t before = pool->n_empty;
-        if (all && !unmap_all) unmap_empty((size_t)_hak_opt.superslab_retain, now, 0);
-        else unmap_idle_empty(now, unmap_all);
+        if (all && !unmap_all) unmap_empty((size_t)_hak_opt.superslab_retain, now, 0, false);
+        else unmap_idle_empty(now, unmap_all, false);
         got += (before - pool->n_empty) * HAK_SS_SIZE;
         pool_unlock();
         bytes += got;
@@ -528,7 +529,7 @@ size_t _hak_pool_purge(bool all, bool unmap_all) {
     if (unmap_all) {
         pool_take();
         size_t before = pool->n_empty;
-        unmap_idle_empty(_hak_now_ms(), true);
+        unmap_idle_empty(_hak_now_ms(), true, false);
         bytes += (before - pool->n_empty) * HAK_SS_SIZE;
         pool_unlock();
     }
