@@ -199,7 +199,6 @@ static void ss_unmap(hak_superslab_t *ss, bool counted) {
     to_unmap = ss;
 }
 
-
 /* Files ss where its free units now put it: the empty list (in the order of empty_since,
  * newest first), or the run bin of its longest free run (none when full). */
 static void refile(hak_superslab_t *ss) {
