@@ -18,11 +18,12 @@
  * threads hold live at that moment. With --hakmem: RSS never exceeds the start plus the
  * live payloads plus the BigCache's bound, 2 × HAKMEM_BIGCACHE_MB (src/2-memory/huge.c: cached
  * mappings and the resident tails of reused ones; the live blocks, at most 100 MiB, stay
- * below the working set past which half of them counts instead), plus MARGIN (each live block rounded up
- * to its last 2 MiB chunk, thread stacks); and, with the default 64 MiB, at least 80% of
- * the allocations reuse a cached mapping (hak_stats_get), where before issue 11 every block
- * above 16 MiB was unmapped at its free and faulted in afresh. Under another allocator the
- * same steps run and only malloc_trim's promise is checked (single-threaded round). */
+ * below the working set past which half of them counts instead), plus MARGIN (each live
+ * block rounded up to its last 2 MiB chunk, thread stacks); and, with the default 64 MiB,
+ * at least 80% of the allocations reuse a cached mapping (hak_stats_get), where before
+ * issue 11 every block above 16 MiB was unmapped at its free and faulted in afresh. Under
+ * another allocator the same steps run and only malloc_trim's promise is checked
+ * (single-threaded round). */
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>

@@ -16,9 +16,8 @@ static uintptr_t remote_after;
 
 static void *freer(void *arg) {
     (void)arg;
-    hak_heap_t *h = _hak_thread_heap;
     REQUIRE(hak_malloc(16) != NULL);              /* (a heap of its own; kept) */
-    h = _hak_thread_heap;
+    hak_heap_t *h = _hak_thread_heap;
     size_t c = hak_size_class(SZ);
     hak_free(block);                              /* the owner's block: into a batch */
     REQUIRE(h->rb.used >> c & 1, "the remote free went into a batch");
