@@ -209,6 +209,20 @@ static inline size_t worker_size(uint64_t *rng)
 }
 
 __attribute__((noinline))
+/* Operations that took at least ns (whole buckets from the first that starts there): the
+ * long stalls a percentile at this scale hides among timer interrupts. */
+static uint64_t hist_over(const struct hist *h, uint64_t ns)
+{
+    uint64_t n = 0;
+    for (int b = 0; b < NBUCKETS; b++) {
+        uint64_t lo, w;
+        bucket_range(b, &lo, &w);
+        if (lo >= ns)
+            n += h->count[b];
+    }
+    return n;
+}
+
 static void bench_kernel(void **slots, long long live, long long ops, uint64_t *rng, struct hist *h)
 {
     const uint64_t over = overhead_ticks;
@@ -413,12 +427,14 @@ int main(int argc, char **argv)
     }
     bench_report("latency", threads, (long long)all->n, t1 - t0,
                  "p50_ns=%llu p90_ns=%llu p99_ns=%llu p999_ns=%llu p9999_ns=%llu max_ns=%llu mean_ns=%.1f "
+                 "over_10us=%llu over_1ms=%llu "
                  "clock=%s clock_overhead_ns=%.1f bursts=%lld burst_free_ms=%.2f burst_free_max_ms=%.2f "
                  "burst_mb=%lld live=%lld seed=%lld",
                  (unsigned long long)hist_quantile(all, 0.50), (unsigned long long)hist_quantile(all, 0.90),
                  (unsigned long long)hist_quantile(all, 0.99), (unsigned long long)hist_quantile(all, 0.999),
                  (unsigned long long)hist_quantile(all, 0.9999), (unsigned long long)all->max,
                  all->n ? (double)all->sum / (double)all->n : 0.0,
+                 (unsigned long long)hist_over(all, 10000), (unsigned long long)hist_over(all, 1000000),
                  use_tsc ? "tsc" : "monotonic", (double)overhead_ticks * ns_per_tick, b.bursts,
                  b.bursts ? b.free_seconds * 1e3 / (double)b.bursts : 0.0, b.free_max * 1e3,
                  burst_mb, live, seed);

@@ -1814,6 +1814,8 @@ def summarize_latency(cells, allocs, records):
             row = {k: summarize([x[k] for x in ok if k in x]) for k in LATENCY_KEYS + ["ops_per_sec"]}
             bursts = [x["bursts"] for x in ok if "bursts" in x]
             row["bursts"] = statistics.median(bursts) if bursts else None
+            stalls = [x["over_10us"] for x in ok if "over_10us" in x]
+            row["over_10us"] = statistics.median(stalls) if stalls else None
             row["clock"] = sorted({str(x.get("clock")) for x in ok if "clock" in x})
             row["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
             row["failures"] = len(fails)
@@ -1844,13 +1846,15 @@ def latency_markdown(cells, allocs, summary, meta):
         meta["command"], meta["runs"], ", smoke arguments" if meta.get("smoke") else ""), "",
           "The time of one free + malloc pair (lower is better), each figure the median over the runs "
           "of that run's percentile; *p99.99 range*: its lowest and highest run. *bursts*: %s MiB bursts "
-          "the burst thread freed while the workers ran (median). With more threads than cores the "
+          "the burst thread freed while the workers ran (median). *≥ 10 µs*: operations that took 10 µs "
+          "or more (median per run): sleeps, system calls and time slices, where a p99.99 at a few "
+          "µs also holds timer interrupts. With more threads than cores the "
           "tails also hold time slices of the scheduler, the same for every allocator." % _burst_mb(meta, cells), ""]
     for cell in cells:
         rows = summary[cell.name]
         L += ["### %s" % cell.name, "", "%s — `%s`" % (cell.what, " ".join(meta["cells"][cell.name]["args"])), ""]
         head = ["allocator"] + [label for _, label, _ in LATENCY_PCTS] + ["max", "mean", "p99.99 range",
-                                                                         "Mops/s", "bursts"]
+                                                                         "Mops/s", "bursts", "≥ 10 µs"]
         L.append("| " + " | ".join(head) + " |")
         L.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
         best = {}
@@ -1872,6 +1876,7 @@ def latency_markdown(cells, allocs, summary, meta):
             cols.append("%s – %s" % (fmt_ns(p["min"]), fmt_ns(p["max"])) if p["n"] > 1 else "-")
             cols.append("%.1f" % (r["ops_per_sec"]["median"] / 1e6))
             cols.append("-" if r["bursts"] is None else "%.0f" % r["bursts"])
+            cols.append("-" if r["over_10us"] is None else "%.0f" % r["over_10us"])
             L.append("| " + " | ".join(cols) + " |")
         L.append("")
     fails = [(c.name, a, summary[c.name][a]["first_failure"]) for c in cells for a in names

@@ -693,7 +693,7 @@ def _latency_summary():
     recs = []
     for r, (g, h) in enumerate([(5000, 3000), (7000, 2000), (6000, 90000)]):
         recs.append(_lat_record("latency_4T", "glibc", r, 15, g))
-        recs.append(_lat_record("latency_4T", "hakmem", r, 11, h, bursts=r))
+        recs.append(_lat_record("latency_4T", "hakmem", r, 11, h, bursts=r, over_10us=40 + r))
     recs.append(_fail("latency_4T", "hakmem", 3))
     s = run.summarize_latency(cells, allocs, recs)
     meta = {"machine": {"cpu": "cpu", "cores": 2, "kernel": "6", "glibc": "glibc 2.36", "date_utc": "now"},
@@ -707,11 +707,13 @@ def test_latency_summary_and_markdown():
     h = s["latency_4T"]["hakmem"]
     assert h["p9999_ns"]["median"] == 3000 and h["p9999_ns"]["min"] == 2000 and h["p9999_ns"]["max"] == 90000
     assert h["p50_ns"]["median"] == 11 and h["max_ns"]["median"] == 30000 and h["bursts"] == 1
-    assert h["failures"] == 1 and h["clock"] == ["tsc"]
+    assert h["failures"] == 1 and h["clock"] == ["tsc"] and h["over_10us"] == 41
+    assert s["latency_4T"]["glibc"]["over_10us"] is None      # (a result line without the count)
     assert s["latency_4T"]["glibc"]["p9999_ns"]["median"] == 6000
     md = run.latency_markdown(cells, allocs, s, meta)
     assert "### latency_4T" in md and "make bench-latency" in md and "64 MiB bursts" in md
-    assert "| glibc | 15 ns | 30 ns | 150 ns | 1.5 µs | 6 µs | 60 µs | 22 ns | 5 µs – 7 µs | 8.0 | 3 |" in md
+    assert "| glibc | 15 ns | 30 ns | 150 ns | 1.5 µs | 6 µs | 60 µs | 22 ns | 5 µs – 7 µs | 8.0 | 3 | - |" in md
+    assert "| 2 µs – 90 µs | 8.0 | 1 | 41 |" in md and "≥ 10 µs" in md
     assert "| hakmem [1 failed] | **11 ns** | **22 ns** | **110 ns** | **1.1 µs** | **3 µs** | **30 µs** |" in md
     assert "Failed runs" in md and "Clock: tsc" in md
 
