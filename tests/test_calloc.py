@@ -4,7 +4,8 @@ calloc_nested builds the one moment that broke it: a calloc whose refill starts 
 thread, whose pthread_create allocates inside that refill. calloc_churn is the general
 pattern — short-lived threads callocing, checking, trading blocks and sitting idle while
 the purge thread reclaims for them — run several times with the default options (and once
-with memory purged at once), and it must show the purge thread at work."""
+with memory purged at once), and it must show the purge thread at work; with --mixed its
+threads end as they finish, while others trade with them, and some blocks are mid and large."""
 import pytest
 
 from conftest import VARIANTS, assert_checks_passed, run_program
@@ -27,6 +28,16 @@ def test_calloc_churn_static_eager_purge():
     # libhakmem.a has no purge thread (src/5-api/override_pthread.c): reclaim only
     r = run_program("calloc_churn", variant="static", timeout=120,
                     env={"HAKMEM_PURGE_DELAY_MS": "20"})
+    assert_checks_passed(r, "calloc_churn")
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
+def test_calloc_churn_mixed_lifetimes(variant):
+    """Workers of eight lengths that exit as they finish while the others still trade with
+    them, and one block in 100 a hundred times as long (the mid and large tiers), with
+    memory purged soon: every calloc zero, every block intact."""
+    r = run_program("calloc_churn", ["--mixed", "16", "6", "20000"], variant=variant,
+                    timeout=120, env={"HAKMEM_PURGE_DELAY_MS": "20"})
     assert_checks_passed(r, "calloc_churn")
 
 

@@ -1,7 +1,7 @@
 /* calloc_churn — calloc'd memory is zero and live blocks stay intact while threads come and
  * go, trade blocks, sit idle, and hakmem's purge thread reclaims for them.
  *
- * Usage: calloc_churn [--hakmem] [--purge-thread] [threads=16] [rounds=8] [steps=30000]
+ * Usage: calloc_churn [--hakmem] [--purge-thread] [--mixed] [threads=16] [rounds=8] [steps=30000]
  *
  * Each round starts `threads` workers. A worker callocs blocks of 1..64 words (one in 64
  * of 100..400 words), checks every word is zero, and stamps each word with the block's
@@ -16,7 +16,11 @@
  * With --hakmem the run must also show at least one span reclaimed for an idle owner
  * (hak_stats_get), and with --purge-thread the purge thread at work (at least one round):
  * libhakmem.so and the hak_* API build have it, a program linked with libhakmem.a not. This is the pattern
- * of issue 8 (calloc returned a block still on a free list while the purge thread ran). */
+ * of issue 8 (calloc returned a block still on a free list while the purge thread ran).
+ *
+ * --mixed: workers of eight lengths (a quarter of `steps` to twice it) exit as soon as they
+ * are done, while the others still trade with them (remote frees into heaps that are gone),
+ * and one block in 100 is 100 times as long (up to 320 KiB: the mid and large tiers). */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -29,7 +33,7 @@ void hak_stats_get(hak_stats_t *out) __attribute__((weak));
 
 enum { SLOTS = 2048 };
 static _Atomic(uint64_t *) slots[SLOTS];
-static int nthreads, steps;
+static int nthreads, steps, mixed;
 static pthread_barrier_t done_barrier, exit_barrier;
 
 static uint64_t rnd(uint64_t *s) {
@@ -45,6 +49,7 @@ static uint64_t stamp(const uint64_t *p, size_t i) { return (uintptr_t)p * 31 + 
 static uint64_t *make(uint64_t *s) {
     size_t n = 1 + rnd(s) % 64;
     if (rnd(s) % 64 == 0) n = 100 + rnd(s) % 301;
+    if (mixed && rnd(s) % 100 == 0) n *= 100;
     uint64_t *p = calloc(n, sizeof *p);
     REQUIRE(p != NULL, "calloc(%zu, 8)", n);
     for (size_t i = 0; i < n; i++)
@@ -61,8 +66,9 @@ static uint64_t *make(uint64_t *s) {
 static void drop(uint64_t *p) {
     if (p == NULL) return;
     size_t n = (size_t)p[0];
-    CHECK(n >= 1 && n <= 400, "block %p: length word is %#llx", (void *)p, (unsigned long long)p[0]);
-    if (n < 1 || n > 400) return;                  /* leaked: the report is what matters */
+    size_t most = mixed ? 40000 : 400;
+    CHECK(n >= 1 && n <= most, "block %p: length word is %#llx", (void *)p, (unsigned long long)p[0]);
+    if (n < 1 || n > most) return;                 /* leaked: the report is what matters */
     for (size_t i = 1; i < n; i++)
         if (p[i] != stamp(p, i)) {
             CHECK(p[i] == stamp(p, i), "block %p of %zu words changed while live: word %zu",
@@ -74,10 +80,11 @@ static void drop(uint64_t *p) {
 
 static void *worker(void *arg) {
     uint64_t s = (uintptr_t)arg * 0x9e3779b97f4a7c15ull | 1;
-    size_t cap = (size_t)steps, nkeep = 0, ntmp = 0;
+    int mine = mixed ? steps * (1 + (int)((uintptr_t)arg % 8)) / 4 : steps;
+    size_t cap = (size_t)mine, nkeep = 0, ntmp = 0;
     uint64_t **keep = calloc(cap, sizeof *keep), **tmp = calloc(cap, sizeof *tmp);
     REQUIRE(keep != NULL && tmp != NULL);
-    for (int k = 0; k < steps; k++) {
+    for (int k = 0; k < mine; k++) {
         uint64_t *p = make(&s);
         if (rnd(&s) % 2 == 0) { keep[nkeep++] = p; continue; }
         tmp[ntmp++] = p;
@@ -94,8 +101,10 @@ static void *worker(void *arg) {
     }
     for (size_t i = 0; i < ntmp; i++) drop(tmp[i]);
     free(tmp);
-    pthread_barrier_wait(&done_barrier);           /* idle, alive: others free into us */
-    pthread_barrier_wait(&exit_barrier);
+    if (!mixed) {
+        pthread_barrier_wait(&done_barrier);       /* idle, alive: others free into us */
+        pthread_barrier_wait(&exit_barrier);
+    }
     for (size_t i = 0; i < nkeep; i++) drop(keep[i]);
     free(keep);
     check_thread_done();
@@ -105,6 +114,7 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     int a = 1, expect_hakmem = check_take_hakmem_flag(&argc, argv), expect_purger = 0;
     if (argc > a && strcmp(argv[a], "--purge-thread") == 0) expect_purger = 1, a++;
+    if (argc > a && strcmp(argv[a], "--mixed") == 0) mixed = 1, a++;
     nthreads = argc > a ? atoi(argv[a]) : 16;
     int rounds = argc > a + 1 ? atoi(argv[a + 1]) : 8;
     steps = argc > a + 2 ? atoi(argv[a + 2]) : 30000;
@@ -118,6 +128,10 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < nthreads; i++)
             REQUIRE(pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(r * 1000 + i + 1)) == 0);
+        if (mixed) {                                /* they end as they finish */
+            for (int i = 0; i < nthreads; i++) pthread_join(t[i], NULL);
+            continue;
+        }
         pthread_barrier_wait(&done_barrier);
         /* Every worker idle: main empties some slots (remote frees into idle owners) and
          * gives the purge thread time for a round. */
@@ -134,8 +148,8 @@ int main(int argc, char **argv) {
         hak_stats_get(&st);
         check_say("calloc_churn: purge thread rounds %llu, spans reclaimed for idle owners %llu\n",
                   st.purge_rounds, st.reclaimed_spans);
-        if (expect_purger) CHECK(st.purge_rounds > 0, "the purge thread never ran");
-        CHECK(st.reclaimed_spans > 0, "nothing was reclaimed for an idle owner");
+        if (expect_purger && !mixed) CHECK(st.purge_rounds > 0, "the purge thread never ran");
+        if (!mixed) CHECK(st.reclaimed_spans > 0, "nothing was reclaimed for an idle owner");
     }
     CHECK_DONE("calloc_churn");
 }
