@@ -561,6 +561,7 @@ pthread_mutex_t *_hak_pool_fork(hak_fork_phase_t phase) {
     if (phase != HAK_FORK_CHILD) return busy;
     uintptr_t survivor = hak_thread_key();
     mapping = false;                       /* the mapper, if any, is gone */
+    waiting = 0;                           /* and so are its sleepers */
     for (hak_superslab_t *ss = pool->all.head; ss != NULL; ss = ss->all_link.next) {
         if (ss->purging_mask != 0) {       /* a thread that is gone was purging them */
             purge_job_t job = { ss, ss->purging_mask, false };
