@@ -405,9 +405,9 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
             pool_unlock();
             return NULL;
         }
-        /* Threads asleep for the last mapping will soon want more than one superslab
-         * holds: this one maps one more for each (up to MAP_MORE), so that fewer of them
-         * sleep through the next one too (latency_64T's sleeps halved). */
+        /* Threads still asleep for the last mapping (or a purge) will soon want more than
+         * one superslab holds: this one maps one more for each (up to MAP_MORE), so that
+         * fewer of them sleep through the next one too (latency_64T's sleeps halved). */
         unsigned want = 1 + (waiting < MAP_MORE ? waiting : MAP_MORE), got = 0;
         hak_superslab_t *more[MAP_MORE];
         mapping = true;
