@@ -208,7 +208,6 @@ static inline size_t worker_size(uint64_t *rng)
     return rng_range(rng, 16, 1024);
 }
 
-__attribute__((noinline))
 /* Operations that took at least ns (whole buckets from the first that starts there): the
  * long stalls a percentile at this scale hides among timer interrupts. */
 static uint64_t hist_over(const struct hist *h, uint64_t ns)
@@ -223,6 +222,7 @@ static uint64_t hist_over(const struct hist *h, uint64_t ns)
     return n;
 }
 
+__attribute__((noinline))
 static void bench_kernel(void **slots, long long live, long long ops, uint64_t *rng, struct hist *h)
 {
     const uint64_t over = overhead_ticks;
