@@ -409,30 +409,29 @@ static hak_span_t *pool_acquire(size_t cls, hak_heap_t *owner, bool map_new, boo
          * one superslab holds: this one maps one more for each (up to MAP_MORE), so that
          * fewer of them sleep through the next one too (latency_64T's sleeps halved). */
         unsigned want = 1 + (waiting < MAP_MORE ? waiting : MAP_MORE), got = 0;
-        hak_superslab_t *more[MAP_MORE];
+        hak_superslab_t *fresh[1 + MAP_MORE];
         mapping = true;
         pool_unlock();
-        ss = ss_map();                      /* (mapped unlocked) */
-        while (ss != NULL && got + 1 < want && (more[got] = ss_map()) != NULL) got++;
+        while (got < want && (fresh[got] = ss_map()) != NULL) got++;   /* (mapped unlocked) */
         pool_take();
         mapping = false;
         HAK_RMW(POOL, atomic_fetch_add(&mapped_seq, 1));
         woke = true;
-        if (ss == NULL) {
+        if (got == 0) {
             pool_unlock();
             HAK_OS(POOL, _hak_os_wake_all(&mapped_seq));  /* (they try for themselves) */
             return NULL;
         }
-        HAK_QUEUE_PUSH_FRONT(&pool->all, ss, all_link);
-        note_back(ss);
-        avail = ss->free_mask;
         uint64_t now = _hak_now_ms();
-        for (unsigned i = 0; i < got; i++) {   /* the others wait on the empty list, clean */
-            HAK_QUEUE_PUSH_FRONT(&pool->all, more[i], all_link);
-            note_back(more[i]);
-            more[i]->empty_since = now;
-            refile(more[i]);
+        for (unsigned i = 0; i < got; i++) {
+            HAK_QUEUE_PUSH_FRONT(&pool->all, fresh[i], all_link);
+            note_back(fresh[i]);
+            if (i == 0) continue;           /* the others wait on the empty list, clean */
+            fresh[i]->empty_since = now;
+            refile(fresh[i]);
         }
+        ss = fresh[0];
+        avail = ss->free_mask;
     }
     int u = hak_find_run(avail, n);
     hak_assert(u > 0);
