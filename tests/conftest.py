@@ -13,11 +13,19 @@ LIB_A, LIB_API_A, TOOL, ...); tests import the names or take the `paths` fixture
 A program's checks end in check.h's summary line "NAME: N checks, F failed";
 assert_checks_passed() is the one reader of it.
 
+`make test` runs the suite in two or more processes at once (pytest-xdist, where it can be
+had). Two things keep that sound: one_at_a_time() around every make and package install
+(two makes of one target write the same files; two apt-gets want dpkg's one lock), and the
+`serial` mark, whose tests run with no other test beside them (their figures are times and
+loads: the learning layer's windows, a load reading).
+
 Environment:
   HAKMEM_BUILD        the build directory (default: build), as in the Makefile
   HAKMEM_TEST_SYSTEM  1: run the programs against the system allocator instead (checks the
                       tests themselves; the static variants are skipped)
 """
+import contextlib
+import fcntl
 import os
 import re
 import shlex
@@ -61,11 +69,84 @@ _made = None          # None: not tried; "": built; otherwise why the build fail
 _targets_made = {}    # make target -> "" (built) or why it failed
 
 
-def make(*targets):
-    """Runs make in the repository root; returns the CompletedProcess."""
+def _lock_file(name):
+    os.makedirs(BUILD, exist_ok=True)
+    return open(os.path.join(BUILD, ".test-lock-" + name), "a")
+
+
+_held = {}            # lock name -> [file, depth], in this process
+
+
+@contextlib.contextmanager
+def one_at_a_time(name="setup"):
+    """Holds lock NAME across the suite's processes (a file in BUILD). "setup", the
+    default, is for makes of the shared tree and package installs; it is re-entrant in one
+    process (an install inside a make's caller)."""
+    if name in _held:
+        _held[name][1] += 1
+    else:
+        f = _lock_file(name)
+        fcntl.flock(f, fcntl.LOCK_EX)
+        _held[name] = [f, 1]
+    try:
+        yield
+    finally:
+        _held[name][1] -= 1
+        if _held[name][1] == 0:
+            f = _held.pop(name)[0]
+            fcntl.flock(f, fcntl.LOCK_UN)
+            f.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist, a test marked `serial` runs alone: it closes the turnstile, so
+    no test starts, and waits for the running ones (the gate, which each holds shared).
+    Its fixtures' setup is inside this too. Without xdist there is nothing to wait for."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    serial = item.get_closest_marker("serial") is not None
+    turnstile, gate = _lock_file("turnstile"), _lock_file("gate")
+    try:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(gate, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        if not serial:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
+    finally:
+        gate.close()                            # (closing releases the locks)
+        turnstile.close()
+
+
+# The files that take longest (20 s to 100 s each in one process, longest first) go out
+# first: pytest-xdist hands out whole files in this order, so that none of them is left
+# running alone at the end while the other processes have nothing to do.
+LONG_FIRST = ["test_stress_long.py", "test_api.py", "test_realprog_more.py", "test_fuzz.py",
+              "test_sanitize.py", "test_fork.py", "test_oom.py", "test_realprog.py",
+              "test_compilers.py", "test_layers.py", "test_prof.py"]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_configure(config):
+    # pytest-xdist 3.7 and later hand out the files with the most tests first unless told
+    # not to; the order above is the one wanted (earlier versions keep it as it is).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def make(*targets, lock="setup"):
+    """Runs make in the repository root; returns the CompletedProcess. lock: the lock it
+    holds (one_at_a_time); a target that builds only into a folder of its own may name its
+    own, so that it does not hold up the others."""
     build_rel = os.path.relpath(BUILD, ROOT)
-    return subprocess.run(["make", "--no-print-directory", "BUILD=" + build_rel, *targets],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    with one_at_a_time(lock):
+        return subprocess.run(["make", "--no-print-directory", "BUILD=" + build_rel, *targets],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def must_make(*targets):
@@ -234,22 +315,32 @@ _apt_updated = False
 def ensure_tool(binary, package):
     """Returns the path of `binary`, installing `package` with apt-get if it is missing.
     Skips the test only if it truly cannot be installed."""
-    global _apt_updated
     path = shutil.which(binary)
     if path:
         return path
     if shutil.which("apt-get") and os.geteuid() == 0:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for attempt in range(2):
-            if attempt == 1 or not _apt_updated:
-                subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
-                _apt_updated = True
-            subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", package],
-                           env=env, capture_output=True, timeout=600)
-            path = shutil.which(binary)
-            if path:
-                return path
+        with one_at_a_time():                   # (another process may have installed it)
+            path = shutil.which(binary) or install_with_apt(binary, package, env)
+        if path:
+            return path
     pytest.skip(f"{binary} is not installed and could not be installed (package {package})")
+
+
+def install_with_apt(binary, package, env):
+    """apt-get install PACKAGE (apt-get update first once, and again on a second try);
+    BINARY's path, or None. The caller holds one_at_a_time()."""
+    global _apt_updated
+    for attempt in range(2):
+        if attempt == 1 or not _apt_updated:
+            subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
+            _apt_updated = True
+        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", package],
+                       env=env, capture_output=True, timeout=600)
+        path = shutil.which(binary)
+        if path:
+            return path
+    return None
 
 
 def python_exe():

@@ -86,6 +86,7 @@ def test_malloc_during_dlopen(variant):
     run_program("dl_malloc", variant=variant, timeout=120)
 
 
+@pytest.mark.serial                 # (a time limit)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_mlockall_is_quick_and_small(variant):
     """mlockall(MCL_CURRENT | MCL_FUTURE) faults in every readable mapping: hakmem's must stay
@@ -135,6 +136,7 @@ def test_rss_returns_after_burst_and_trim(variant):
     assert_checks_passed(r, "trim_rss")
 
 
+@pytest.mark.serial                 # (memory back after the purge delay: the clock)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_huge_loop_rss_bounded(variant):
     """Huge blocks allocated, touched and freed in a loop (issue 11): reused from the
@@ -155,6 +157,7 @@ def test_fresh_memory_faults_a_page_at_a_time(variant):
     assert_checks_passed(r, "fresh_faults")
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("cap", ["16", "0", "1024"])
 def test_huge_loop_rss_under_bigcache_sizes(cap):
     """The same bound with a small, no, and a large BigCache (the budget's trims and

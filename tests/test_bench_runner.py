@@ -529,6 +529,7 @@ def test_markdown_warns_when_the_machine_was_busy():
     assert "machine was busy" in run.markdown_tables(cells, allocs, s, meta)
 
 
+@pytest.mark.serial                 # (it reads the machine's load)
 def test_other_work_is_what_this_process_did_not_do():
     """OtherWork counts the CPU time of the rest of the machine: this process spinning for
     0.3 s adds none of it (within the clock ticks' rounding)."""

@@ -8,12 +8,14 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, SYSTEM_MODE, TEST_BUILD, assert_checks_passed, ensure_built, repro, tail
+from conftest import (ROOT, SYSTEM_MODE, TEST_BUILD, assert_checks_passed, ensure_built,
+                      one_at_a_time, repro, tail)
 
 
 def clang():
-    r = subprocess.run(["sh", os.path.join(ROOT, "fuzz", "ensure_clang.sh")], capture_output=True,
-                       text=True, timeout=900)
+    with one_at_a_time():                       # (it may install clang)
+        r = subprocess.run(["sh", os.path.join(ROOT, "fuzz", "ensure_clang.sh")],
+                           capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         pytest.fail("no clang (fuzz/ensure_clang.sh failed):\n" + tail(r.stderr), pytrace=False)
     return r.stdout.strip().splitlines()[-1]
@@ -25,9 +27,10 @@ def build(cc, build_dir):
     lib = os.path.join(build_dir, "libhakmem.so")
     targets = [lib] + [os.path.join(build_dir, t) for t in
                        ("libhakmem.a", "libhakmem_api.a", os.path.join("debug", "libhakmem.so"))]
-    r = subprocess.run(["make", "--no-print-directory", "CC=" + cc, "BUILD=" + build_dir,
-                        "CFLAGS=-Werror"] + targets, cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
+    with one_at_a_time(os.path.basename(build_dir)):    # (a folder of its own)
+        r = subprocess.run(["make", "--no-print-directory", "CC=" + cc, "BUILD=" + build_dir,
+                            "CFLAGS=-Werror"] + targets, cwd=ROOT, capture_output=True,
+                           text=True, timeout=600)
     if r.returncode != 0:
         pytest.fail(f"building with CC={cc} -Werror failed:\n{tail(r.stdout)}{tail(r.stderr)}",
                     pytrace=False)

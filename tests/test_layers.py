@@ -7,11 +7,11 @@ from conftest import make, tail
 
 
 def test_layers_hold():
-    r = make("check-layers")
+    r = make("check-layers", lock="layers")            # (build/layers)
     assert r.returncode == 0, "make check-layers failed:\n" + tail(r.stdout + r.stderr)
     assert "check-layers: OK" in r.stdout + r.stderr, tail(r.stdout + r.stderr)
 
 
 def test_layer_check_catches_violations():
-    r = make("check-layers-selftest")
+    r = make("check-layers-selftest", lock="layers")   # (temporary folders)
     assert r.returncode == 0, "the layer checker's self-test failed:\n" + tail(r.stdout + r.stderr)

@@ -11,8 +11,11 @@ import pytest
 
 from conftest import LEARN_START, SYSTEM_MODE, assert_checks_passed, run_program
 
-pytestmark = pytest.mark.skipif(SYSTEM_MODE,
-                                reason="HAKMEM_TEST_SYSTEM=1: these test hakmem's learning layer")
+# serial: the learner's decisions follow the clock (its ticks, the windows it counts in), so
+# these run with no other test beside them (conftest.py).
+pytestmark = [pytest.mark.skipif(SYSTEM_MODE,
+                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem's learning layer"),
+              pytest.mark.serial]
 
 # The objectives' starting points (src/4-process/learning.c, objectives[]; `off`: the options' defaults).
 START = {"off": (500, 32), "speed": (1000, 128), "memory": (50, 8),

@@ -65,6 +65,7 @@ def test_purge_thread_never_surprises(mode, variant):
     assert_checks_passed(r, "stay_single")
 
 
+@pytest.mark.serial                 # (memory back within a few purge delays: the clock)
 @pytest.mark.parametrize("variant", ["preload", "debug"])
 def test_purge_thread_always_returns_idle_memory(variant):
     """HAKMEM_PURGE_THREAD=always: a single-threaded program that frees huge and small blocks

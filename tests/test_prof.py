@@ -37,7 +37,7 @@ import sys
 import pytest
 
 from conftest import (BUILD, LIB_SO, ROOT, TOOL, SYSTEM_MODE, TEST_BUILD, assert_checks_passed,
-                      built, run_program, tail)
+                      built, must_make, one_at_a_time, run_program, tail)
 
 SCRIPTS = os.path.join(ROOT, "scripts")
 RATE = 4096                       # HAKMEM_PROF_SAMPLE of the accuracy runs (prof_sites.c)
@@ -104,13 +104,15 @@ def _protobuf_python():
             return py
     if shutil.which("apt-get") and os.geteuid() == 0:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for cmd in (["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-protobuf"],
-                    ["apt-get", "update", "-q"],
-                    ["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-protobuf"]):
-            subprocess.run(cmd, env=env, capture_output=True, timeout=600)
-            for py in cands:
-                if _has_protobuf(py):
-                    return py
+        with one_at_a_time():
+            for cmd in ([], ["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-protobuf"],
+                        ["apt-get", "update", "-q"],
+                        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-protobuf"]):
+                if cmd:
+                    subprocess.run(cmd, env=env, capture_output=True, timeout=600)
+                for py in cands:                    # (first: another process may have)
+                    if _has_protobuf(py):
+                        return py
     return None
 
 
@@ -174,8 +176,9 @@ def pprof():
         if not os.path.exists(script):
             _pprof = ("", "scripts/get_pprof.sh is not there: pprof cannot be installed")
         else:
-            r = subprocess.run(["sh", script], capture_output=True, text=True, timeout=900,
-                               cwd=ROOT)
+            with one_at_a_time():               # (it may install Go and pprof)
+                r = subprocess.run(["sh", script], capture_output=True, text=True, timeout=900,
+                                   cwd=ROOT)
             path = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
             if r.returncode == 0 and path and os.access(path, os.X_OK):
                 _pprof = (path, "")
@@ -880,8 +883,9 @@ def _matplotlib_ok(py):
         return subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode == 0
     if not have() and py == "/usr/bin/python3" and shutil.which("apt-get") and os.geteuid() == 0:
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends",
-                        "python3-matplotlib"], env=env, capture_output=True, timeout=600)
+        with one_at_a_time():
+            subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends",
+                            "python3-matplotlib"], env=env, capture_output=True, timeout=600)
     return have()
 
 
@@ -891,8 +895,7 @@ def test_hakmem_run_profile_draws_and_names_the_top_sites(tmp_path, reader):
     if SYSTEM_MODE:
         pytest.skip(SYSTEM_SKIP)
     tool = TOOL
-    subprocess.run(["make", "-s", os.path.relpath(tool, ROOT)], cwd=ROOT, check=True,
-                   capture_output=True)
+    must_make(os.path.relpath(tool, ROOT))
     base = tmp_path / "p"
     prog = os.path.join(TEST_BUILD, "prof", "prof_sites")
     drawable = _matplotlib_ok(reader.py)        # (installed first: the tool draws at once)

@@ -29,7 +29,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import LIB_SO, ROOT, SYSTEM_MODE, TEST_BUILD, ensure_built, ensure_tool, repro, tail
+from conftest import (LIB_SO, ROOT, SYSTEM_MODE, TEST_BUILD, ensure_built, ensure_tool, one_at_a_time,
+                      repro, tail)
 
 HERE = os.path.join(ROOT, "tests", "realprog_more")
 
@@ -80,13 +81,14 @@ def _apt_install(package):
     if not shutil.which("apt-get") or os.geteuid() != 0:
         return False
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for update in (False, True):
-        if update:
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
-        r = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", package],
-                           env=env, capture_output=True, timeout=600)
-        if r.returncode == 0:
-            return True
+    with one_at_a_time():
+        for update in (False, True):
+            if update:
+                subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
+            r = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", package],
+                               env=env, capture_output=True, timeout=600)
+            if r.returncode == 0:
+                return True
     return False
 
 
@@ -479,6 +481,11 @@ def _last_line(text):
 def _crate_sources():
     """Fetches the crates with cargo (into its cache; nothing if already there) and returns
     {name: directory}."""
+    with one_at_a_time():                       # (a fixed folder, and the network)
+        return _fetch_crates()
+
+
+def _fetch_crates():
     cargo = _cargo()
     if not cargo:
         pytest.skip("cargo is not installed: the C sources come from crates.io")

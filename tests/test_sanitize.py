@@ -20,7 +20,7 @@ SECONDS = os.environ.get("HAKMEM_SAN_SECONDS", "15")
 def test_sanitizer(kind):
     if SYSTEM_MODE:
         pytest.skip("HAKMEM_TEST_SYSTEM=1: the sanitizer builds are of hakmem itself")
-    r = make(kind, f"SAN_SECONDS={SECONDS}")
+    r = make(kind, f"SAN_SECONDS={SECONDS}", lock="san-" + kind)     # (build/san/KIND)
     out = r.stdout + r.stderr
     print("\n".join(l for l in out.splitlines() if l.startswith(f"[{kind}]")))
     if r.returncode != 0:

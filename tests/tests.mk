@@ -89,9 +89,17 @@ HAVE_CXX      := $(shell command -v $(CXX) 2>/dev/null)
 
 .PHONY: test test-progs test-pytest-available test-units test-install-progs test-have-libc-a \
         stress-fork
-# -rfEs: the summary lists failures, errors and every skip with its reason.
+# -rfEs: the summary lists failures, errors and every skip with its reason. The tests run
+# in TEST_JOBS processes at once (pytest-xdist, a module's tests in one of them; the number of
+# CPUs, at most 4), or in one where pytest-xdist could not be installed or TEST_JOBS=1.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: lib test-progs test-pytest-available
-	HAKMEM_BUILD=$(BUILD) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest tests/ -v -rfEs
+	@jobs=""; \
+	if [ "$(TEST_JOBS)" -gt 1 ] && $(PYTHON) -c 'import xdist' >/dev/null 2>&1; then \
+	    jobs=" -n $(TEST_JOBS) --dist loadfile"; \
+	fi; \
+	echo "HAKMEM_BUILD=$(BUILD) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest tests/ -v -rfEs$$jobs"; \
+	HAKMEM_BUILD=$(BUILD) PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest tests/ -v -rfEs$$jobs
 
 # Everything the tests run, up front (the unit tests and the fully static variants are
 # built on demand: one failing unit test must not stop the rest, and the system may lack
