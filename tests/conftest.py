@@ -309,38 +309,32 @@ def run_program(name, args=(), variant="preload", timeout=120, env=None, expect_
 
 # ---- tools for the real-program tests ------------------------------------------------
 
-_apt_updated = False
+def apt_install(package, have):
+    """Installs Debian's PACKAGE with apt-get (as root; apt-get update first where the
+    install alone fails) unless have() is true already; returns have(). Under
+    one_at_a_time(): another process may be installing something at the same moment, or
+    may just have installed this."""
+    if have() or not shutil.which("apt-get") or os.geteuid() != 0:
+        return have()
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    with one_at_a_time():
+        for update in (False, True):
+            if have():
+                break
+            if update:
+                subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True,
+                               timeout=300)
+            subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends", package],
+                           env=env, capture_output=True, timeout=600)
+    return have()
 
 
 def ensure_tool(binary, package):
     """Returns the path of `binary`, installing `package` with apt-get if it is missing.
     Skips the test only if it truly cannot be installed."""
-    path = shutil.which(binary)
-    if path:
-        return path
-    if shutil.which("apt-get") and os.geteuid() == 0:
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        with one_at_a_time():                   # (another process may have installed it)
-            path = shutil.which(binary) or install_with_apt(binary, package, env)
-        if path:
-            return path
-    pytest.skip(f"{binary} is not installed and could not be installed (package {package})")
-
-
-def install_with_apt(binary, package, env):
-    """apt-get install PACKAGE (apt-get update first once, and again on a second try);
-    BINARY's path, or None. The caller holds one_at_a_time()."""
-    global _apt_updated
-    for attempt in range(2):
-        if attempt == 1 or not _apt_updated:
-            subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
-            _apt_updated = True
-        subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", package],
-                       env=env, capture_output=True, timeout=600)
-        path = shutil.which(binary)
-        if path:
-            return path
-    return None
+    if not apt_install(package, lambda: shutil.which(binary)):
+        pytest.skip(f"{binary} is not installed and could not be installed (package {package})")
+    return shutil.which(binary)
 
 
 def python_exe():

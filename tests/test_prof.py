@@ -37,7 +37,7 @@ import sys
 import pytest
 
 from conftest import (BUILD, LIB_SO, ROOT, TOOL, SYSTEM_MODE, TEST_BUILD, assert_checks_passed,
-                      built, must_make, one_at_a_time, run_program, tail)
+                      apt_install, built, must_make, one_at_a_time, run_program, tail)
 
 SCRIPTS = os.path.join(ROOT, "scripts")
 RATE = 4096                       # HAKMEM_PROF_SAMPLE of the accuracy runs (prof_sites.c)
@@ -99,21 +99,8 @@ def _protobuf_python():
     """This interpreter if it has protobuf, else Debian's python3 if it has (installing
     python3-protobuf where need be); None if neither can."""
     cands = [sys.executable, "/usr/bin/python3"]
-    for py in cands:
-        if _has_protobuf(py):
-            return py
-    if shutil.which("apt-get") and os.geteuid() == 0:
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        with one_at_a_time():
-            for cmd in ([], ["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-protobuf"],
-                        ["apt-get", "update", "-q"],
-                        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-protobuf"]):
-                if cmd:
-                    subprocess.run(cmd, env=env, capture_output=True, timeout=600)
-                for py in cands:                    # (first: another process may have)
-                    if _has_protobuf(py):
-                        return py
-    return None
+    return apt_install("python3-protobuf",
+                       lambda: next((py for py in cands if _has_protobuf(py)), None))
 
 
 class Reader:
@@ -881,11 +868,8 @@ def _matplotlib_ok(py):
     """py has matplotlib, installing python3-matplotlib for Debian's python3 if need be."""
     def have():
         return subprocess.run([py, "-c", "import matplotlib"], capture_output=True).returncode == 0
-    if not have() and py == "/usr/bin/python3" and shutil.which("apt-get") and os.geteuid() == 0:
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        with one_at_a_time():
-            subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends",
-                            "python3-matplotlib"], env=env, capture_output=True, timeout=600)
+    if py == "/usr/bin/python3":
+        return apt_install("python3-matplotlib", have)
     return have()
 
 

@@ -29,8 +29,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import (LIB_SO, ROOT, SYSTEM_MODE, TEST_BUILD, ensure_built, ensure_tool, one_at_a_time,
-                      repro, tail)
+from conftest import (LIB_SO, ROOT, SYSTEM_MODE, TEST_BUILD, apt_install, ensure_built, ensure_tool,
+                      one_at_a_time, repro, tail)
 
 HERE = os.path.join(ROOT, "tests", "realprog_more")
 
@@ -76,22 +76,6 @@ def _no_hakmem_errors(text, line):
     assert not bad, f"hakmem wrote errors:\n{tail(text)}\nreproduce: {line}"
 
 
-def _apt_install(package):
-    """apt-get install, with apt-get update first if that fails. True on success."""
-    if not shutil.which("apt-get") or os.geteuid() != 0:
-        return False
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    with one_at_a_time():
-        for update in (False, True):
-            if update:
-                subprocess.run(["apt-get", "update"], env=env, capture_output=True, timeout=300)
-            r = subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", package],
-                               env=env, capture_output=True, timeout=600)
-            if r.returncode == 0:
-                return True
-    return False
-
-
 # ---- python3's own regression tests ----------------------------------------------------
 
 SYS_PYTHON = "/usr/bin/python3"
@@ -119,18 +103,17 @@ def _module_counts(results):
 
 
 def test_python_regrtest(tmp_path):
-    if not os.path.exists(SYS_PYTHON):
-        if not _apt_install("python3") or not os.path.exists(SYS_PYTHON):
-            pytest.skip("Debian's /usr/bin/python3 is not installed and could not be")
+    if not apt_install("python3", lambda: os.path.exists(SYS_PYTHON)):
+        pytest.skip("Debian's /usr/bin/python3 is not installed and could not be")
     v = subprocess.run([SYS_PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                        capture_output=True, text=True, env=_env(False)[0], timeout=60)
     assert v.returncode == 0, f"{SYS_PYTHON} does not run:\n{v.stderr}"
     ver = v.stdout.strip()
     probe = [SYS_PYTHON, "-c", "import test.test_dict, test.test_threading, test.libregrtest"]
-    if subprocess.run(probe, capture_output=True, env=_env(False)[0]).returncode != 0:
-        _apt_install(f"libpython{ver}-testsuite")
-        if subprocess.run(probe, capture_output=True, env=_env(False)[0]).returncode != 0:
-            pytest.skip(f"the test package of python {ver} (libpython{ver}-testsuite) is missing")
+    if not apt_install(f"libpython{ver}-testsuite",
+                       lambda: subprocess.run(probe, capture_output=True,
+                                              env=_env(False)[0]).returncode == 0):
+        pytest.skip(f"the test package of python {ver} (libpython{ver}-testsuite) is missing")
     ensure_built()
     results = []
     for preload in (False, True):

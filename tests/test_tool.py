@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "options"))
 from options_common import (LIB_SO, build_prog, build_tool, clean_env,  # noqa: E402
                             hakmem_lines, header_version, parse_options_table, run)
-from conftest import LEARN_START, SYSTEM_MODE, one_at_a_time, python_exe  # noqa: E402
+from conftest import LEARN_START, SYSTEM_MODE, apt_install, python_exe  # noqa: E402
 
 pytestmark = pytest.mark.skipif(SYSTEM_MODE,
                                 reason="HAKMEM_TEST_SYSTEM=1: these test hakmem itself")
@@ -325,15 +325,7 @@ def _matplotlib_python():
                     [py, "-c", "import matplotlib"], capture_output=True).returncode == 0:
                 return py
         return None
-    if have() is None and shutil.which("apt-get") and os.geteuid() == 0:
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        with one_at_a_time():
-            for cmd in (["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-matplotlib"],
-                        ["apt-get", "update", "-q"],
-                        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-matplotlib"]):
-                if have():                      # (another process may have installed it)
-                    break
-                subprocess.run(cmd, env=env, capture_output=True, timeout=600)
+    apt_install("python3-matplotlib", have)
     return have()
 
 
