@@ -4,8 +4,9 @@
 bench/run.py compares hakmem with its peers; this compares libraries: the build before a
 change and after it, with a peer beside them for scale. Each round runs every cell once
 under every library, in a fresh random order; the table gives each library's median and
-CV, and each library's median divided by the first one's; a second table gives the median
-peak RSS of the same runs. The cells and their arguments
+CV, and each library's median divided by the first one's with the interval a bootstrap
+gives that ratio (a * marks one that holds 1.0: the run did not tell the two apart); a
+second table gives the median peak RSS of the same runs. The cells and their arguments
 are bench/run.py's (quick mode; --ops overrides the operation count).
 
     git worktree add --detach /tmp/before COMMIT && make -C /tmp/before build/libhakmem.so
@@ -22,6 +23,16 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import run as bench  # noqa: E402  (bench/run.py: the cells, the peers, the RESULT parser)
+
+
+def fmt_ratio(a, b):
+    """median(a) / median(b), with its bootstrap interval where there are 3 runs a side, and
+    a * where the interval holds 1.0."""
+    text = "%.2fx" % (statistics.median(a) / statistics.median(b))
+    iv = bench.ratio_interval(a, b)
+    if iv is None:
+        return text
+    return "%s [%.2f–%.2f]%s" % (text, iv[0], iv[1], "*" if iv[0] <= 1.0 <= iv[1] else "")
 
 
 def main():
@@ -89,8 +100,8 @@ def main():
             med[n] = statistics.median(v)
             cv = statistics.pstdev(v) / statistics.mean(v) if len(v) > 1 else 0.0
             cols.append("%s (%.0f%%)" % (re.sub(r"\.0+$", "", "%.3g" % (med[n] / 1e6)) + "M", 100 * cv))
-        ratios = ["%.2fx" % (med[n] / med[base]) if n in med and base in med else "–"
-                  for n, _ in libs[1:]]
+        ratios = [fmt_ratio(res[cell.name][n], res[cell.name][base])
+                  if n in med and base in med else "–" for n, _ in libs[1:]]
         print("| %s | %s | %s |" % (cell.name, " | ".join(cols), " | ".join(ratios)))
     print("\n| peak RSS, MiB | " + " | ".join(n for n, _ in libs) + " |")
     print("|---|" + "---:|" * len(libs))
@@ -98,7 +109,9 @@ def main():
         print("| %s | %s |" % (cell.name, " | ".join(
             "%.1f" % statistics.median(rss[cell.name][n]) if rss[cell.name][n] else "–"
             for n, _ in libs)))
-    print("\n%d rounds, interleaved; medians, CV in parentheses; %s" %
+    print("\n%d rounds, interleaved; medians, CV in parentheses; each ratio with its 95%% "
+          "bootstrap interval (bench/run.py, ratio_interval), * where that holds 1.0: "
+          "the run did not order the two; %s" %
           (args.rounds, ", ".join("%s = %s" % (n, p or "no preload") for n, p in libs)))
 
 

@@ -122,6 +122,27 @@ def test_compare_ratios_and_best_peer():
     assert c["glibc"]["vs_glibc"] == pytest.approx(1.0)
 
 
+def test_ratio_interval_orders_what_differs_and_not_what_does_not():
+    same = run.ratio_interval([10, 11, 9, 10, 12], [10, 10, 11, 9, 10])
+    assert same[0] < 1.0 < same[1]
+    twice = run.ratio_interval([20, 21, 19, 20, 22], [10, 10, 11, 9, 10])
+    assert 1.5 < twice[0] <= 2.0 <= twice[1] < 2.5
+    # the runs of a bimodal cell (exchange_4T on a 2-core VM): no order
+    wide = run.ratio_interval([13.6, 31.5, 20, 15, 30], [31.8, 10.6, 12, 25, 14])
+    assert wide[0] < 0.7 and wide[1] > 1.5
+    assert run.ratio_interval([20, 21, 19, 20, 22], [10, 10, 11, 9, 10]) == twice   # seeded
+    assert run.ratio_interval([1, 2], [1, 2, 3]) is None                        # too few runs
+
+
+def test_ab_libs_marks_a_ratio_the_run_did_not_settle():
+    spec = importlib.util.spec_from_file_location("ab_libs", os.path.join(ROOT, "scripts", "ab_libs.py"))
+    ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab)
+    assert re.fullmatch(r"2\.00x \[1\.\d\d–2\.\d\d\]", ab.fmt_ratio([20, 21, 19, 20, 22], [10, 10, 11, 9, 10]))
+    assert re.fullmatch(r"1\.00x \[0\.\d\d–1\.\d\d\]\*", ab.fmt_ratio([10, 11, 9, 10, 12], [10, 10, 11, 9, 10]))
+    assert ab.fmt_ratio([3.0], [2.0]) == "1.50x"
+
+
 def test_compare_missing_values():
     c = run.compare({"hakmem": 10.0, "mimalloc": None, "glibc": None})
     assert c["hakmem"]["vs_glibc"] is None
