@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -257,6 +258,58 @@ BENCH_FN void *bench_xmalloc(size_t n)
         exit(3);
     }
     return p;
+}
+
+/* ---- timed threads ----------------------------------------------------------------------
+ * n workers, each timing its own kernel: main may not run again until they are done, so
+ * it cannot read the clock around them. A worker's struct begins with a struct
+ * bench_thread. The caller sets up the rest of each worker and a barrier for the workers,
+ * itself and any threads of its own; bench_threads_start starts the workers, each of which
+ * passes the barrier and reads the clock around its kernel (bench_thread_begin, _end);
+ * after main has passed the barrier too, bench_threads_join joins them and returns the
+ * time from the first start to the last end. */
+struct bench_thread {
+    pthread_t tid;
+    pthread_barrier_t *start;
+    double t_start, t_end;
+};
+
+#define BENCH_THREAD(w, size, t) ((struct bench_thread *)((char *)(w) + (size_t)(t) * (size)))
+
+static inline void bench_thread_begin(struct bench_thread *th)
+{
+    pthread_barrier_wait(th->start);
+    th->t_start = bench_now();
+}
+
+static inline void bench_thread_end(struct bench_thread *th) { th->t_end = bench_now(); }
+
+/* workers: an array of n structs of `size` bytes, each beginning with a bench_thread. */
+BENCH_FN void bench_threads_start(void *workers, size_t size, long long n, void *(*fn)(void *),
+                                  pthread_barrier_t *start)
+{
+    for (long long t = 0; t < n; t++) {
+        struct bench_thread *th = BENCH_THREAD(workers, size, t);
+        th->start = start;
+        if (pthread_create(&th->tid, NULL, fn, th) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            exit(3);
+        }
+    }
+}
+
+BENCH_FN double bench_threads_join(void *workers, size_t size, long long n)
+{
+    double t0 = 0, t1 = 0;
+    for (long long t = 0; t < n; t++) {
+        struct bench_thread *th = BENCH_THREAD(workers, size, t);
+        pthread_join(th->tid, NULL);
+        if (t == 0 || th->t_start < t0)
+            t0 = th->t_start;
+        if (t == 0 || th->t_end > t1)
+            t1 = th->t_end;
+    }
+    return t1 - t0;
 }
 
 #endif /* BENCH_COMMON_H */

@@ -19,7 +19,6 @@
  * is left in it at the end is checked and freed by the main thread after the clock stops.
  * --ops is the total over all threads. */
 #include "bench_common.h"
-#include <pthread.h>
 #include <stdatomic.h>
 
 struct hdr {
@@ -27,15 +26,13 @@ struct hdr {
 };
 
 struct worker {
-    pthread_t tid;
+    struct bench_thread th;      /* first: the thread, and its own clock readings */
     long long ops;
     size_t lo, hi;
     uint32_t id;
     uint64_t rng;
     long long frees, remote;     /* blocks freed; of those, allocated by another thread */
     long long bad;               /* blocks whose header or tag did not match */
-    pthread_barrier_t *start;
-    double t_start, t_end;       /* this thread's own clock readings around its kernel */
 };
 
 static _Atomic(unsigned char *) *slots;
@@ -93,10 +90,9 @@ static void bench_kernel(struct worker *w)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    pthread_barrier_wait(w->start);
-    w->t_start = bench_now();
+    bench_thread_begin(&w->th);
     bench_kernel(w);
-    w->t_end = bench_now();
+    bench_thread_end(&w->th);
     return NULL;
 }
 
@@ -126,25 +122,14 @@ int main(int argc, char **argv)
     }
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
-    for (long long t = 0; t < threads; t++) {
+    for (long long t = 0; t < threads; t++)
         w[t] = (struct worker){.ops = ops / threads, .lo = (size_t)lo, .hi = (size_t)hi,
-                               .id = (uint32_t)t, .rng = rng_seed((uint64_t)(seed + t)),
-                               .start = &start};
-        if (pthread_create(&w[t].tid, NULL, worker_main, &w[t]) != 0) {
-            fprintf(stderr, "pthread_create failed\n");
-            return 3;
-        }
-    }
+                               .id = (uint32_t)t, .rng = rng_seed((uint64_t)(seed + t))};
+    bench_threads_start(w, sizeof *w, threads, worker_main, &start);
     pthread_barrier_wait(&start);
-    /* The workers read the clock themselves: main may not run again until they are done. */
-    double t0 = 0, t1 = 0;
+    double seconds = bench_threads_join(w, sizeof *w, threads);
     long long frees = 0, remote = 0, bad = 0;
     for (long long t = 0; t < threads; t++) {
-        pthread_join(w[t].tid, NULL);
-        if (t == 0 || w[t].t_start < t0)
-            t0 = w[t].t_start;
-        if (t == 0 || w[t].t_end > t1)
-            t1 = w[t].t_end;
         frees += w[t].frees;
         remote += w[t].remote;
         bad += w[t].bad;
@@ -159,7 +144,7 @@ int main(int argc, char **argv)
     }
     if (bad)
         fprintf(stderr, "exchange: %lld corrupted blocks\n", bad);
-    bench_report("exchange", threads, (ops / threads) * threads, t1 - t0,
+    bench_report("exchange", threads, (ops / threads) * threads, seconds,
                  "slots=%lld min=%lld max=%lld remote_pct=%.1f left=%lld seed=%lld", nsl, lo, hi,
                  frees ? 100.0 * (double)remote / (double)frees : 0.0, left, seed);
     free(slots);

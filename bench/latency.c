@@ -33,7 +33,6 @@
  * clock readings, so the tail then also holds the scheduler's time slices — the same for
  * every allocator. */
 #include "bench_common.h"
-#include <pthread.h>
 #include <stdatomic.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -193,11 +192,9 @@ static uint64_t hist_quantile(const struct hist *h, double q)
 
 /* ---- the workers ---------------------------------------------------------------------------- */
 struct worker {
-    pthread_t tid;
+    struct bench_thread th;     /* first: the thread, and its own clock readings */
     long long ops, live;
     uint64_t rng;
-    pthread_barrier_t *start;
-    double t_start, t_end;
     struct hist *h;
 };
 
@@ -257,10 +254,9 @@ static void *worker_main(void *arg)
         slots[k] = bench_xmalloc(sz);
         bench_touch(slots[k], sz, 1);
     }
-    pthread_barrier_wait(w->start);
-    w->t_start = bench_now();
+    bench_thread_begin(&w->th);
     bench_kernel(slots, w->live, w->ops, &rng, w->h);
-    w->t_end = bench_now();
+    bench_thread_end(&w->th);
     for (long long k = 0; k < w->live; k++)
         free(slots[k]);
     free(slots);
@@ -390,23 +386,12 @@ int main(int argc, char **argv)
             return 3;
         }
     }
-    for (long long t = 0; t < threads; t++) {
+    for (long long t = 0; t < threads; t++)
         w[t] = (struct worker){.ops = ops, .live = live, .rng = rng_seed((uint64_t)(seed + t)),
-                               .start = &start, .h = &h[t]};
-        if (pthread_create(&w[t].tid, NULL, worker_main, &w[t]) != 0) {
-            fprintf(stderr, "pthread_create failed\n");
-            return 3;
-        }
-    }
+                               .h = &h[t]};
+    bench_threads_start(w, sizeof *w, threads, worker_main, &start);
     pthread_barrier_wait(&start);
-    double t0 = 0, t1 = 0;
-    for (long long t = 0; t < threads; t++) {
-        pthread_join(w[t].tid, NULL);
-        if (t == 0 || w[t].t_start < t0)
-            t0 = w[t].t_start;
-        if (t == 0 || w[t].t_end > t1)
-            t1 = w[t].t_end;
-    }
+    double seconds = bench_threads_join(w, sizeof *w, threads);
     if (burst_mb > 0) {
         atomic_store(&b.stop, 1);
         pthread_join(b.tid, NULL);
@@ -425,7 +410,7 @@ int main(int argc, char **argv)
         if (h[t].max > all->max)
             all->max = h[t].max;
     }
-    bench_report("latency", threads, (long long)all->n, t1 - t0,
+    bench_report("latency", threads, (long long)all->n, seconds,
                  "p50_ns=%llu p90_ns=%llu p99_ns=%llu p999_ns=%llu p9999_ns=%llu max_ns=%llu mean_ns=%.1f "
                  "over_10us=%llu over_1ms=%llu "
                  "clock=%s clock_overhead_ns=%.1f bursts=%lld burst_free_ms=%.2f burst_free_max_ms=%.2f "

@@ -6,16 +6,13 @@
  * to beat every peer by the widest margin; glibc serves it from its arenas with splitting
  * and coalescing, the peers from size classes. */
 #include "bench_common.h"
-#include <pthread.h>
 
 struct worker {
-    pthread_t tid;
+    struct bench_thread th;  /* first: the thread, and its own clock readings */
     long long ops;
     long long nslots;
     size_t lo, hi;
     uint64_t rng;
-    pthread_barrier_t *start;
-    double t_start, t_end;  /* this thread's own clock readings around its kernel */
 };
 
 __attribute__((noinline))
@@ -40,10 +37,9 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     void **slots = calloc((size_t)w->nslots, sizeof *slots);
-    pthread_barrier_wait(w->start);
-    w->t_start = bench_now();
+    bench_thread_begin(&w->th);
     bench_kernel(slots, w->nslots, w->ops, w->lo, w->hi, &w->rng);
-    w->t_end = bench_now();
+    bench_thread_end(&w->th);
     for (long long k = 0; k < w->nslots; k++)
         free(slots[k]);
     free(slots);
@@ -69,26 +65,13 @@ int main(int argc, char **argv)
     struct worker *w = calloc((size_t)threads, sizeof *w);
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
-    for (long long t = 0; t < threads; t++) {
+    for (long long t = 0; t < threads; t++)
         w[t] = (struct worker){.ops = ops / threads, .nslots = nslots, .lo = (size_t)lo,
-                               .hi = (size_t)hi, .rng = rng_seed((uint64_t)(seed + t)),
-                               .start = &start};
-        if (pthread_create(&w[t].tid, NULL, worker_main, &w[t]) != 0) {
-            fprintf(stderr, "pthread_create failed\n");
-            return 3;
-        }
-    }
+                               .hi = (size_t)hi, .rng = rng_seed((uint64_t)(seed + t))};
+    bench_threads_start(w, sizeof *w, threads, worker_main, &start);
     pthread_barrier_wait(&start);
-    /* The workers read the clock themselves: main may not run again until they are done. */
-    double t0 = 0, t1 = 0;
-    for (long long t = 0; t < threads; t++) {
-        pthread_join(w[t].tid, NULL);
-        if (t == 0 || w[t].t_start < t0)
-            t0 = w[t].t_start;
-        if (t == 0 || w[t].t_end > t1)
-            t1 = w[t].t_end;
-    }
-    bench_report("mid_large_mt", threads, (ops / threads) * threads, t1 - t0,
+    double seconds = bench_threads_join(w, sizeof *w, threads);
+    bench_report("mid_large_mt", threads, (ops / threads) * threads, seconds,
                  "slots=%lld min=%lld max=%lld seed=%lld", nslots, lo, hi, seed);
     free(w);
     return 0;
