@@ -104,6 +104,29 @@ def test_balanced_keeps_more_in_a_program_that_ends_within_a_second(variant):
 
 
 @pytest.mark.parametrize("variant", ["preload", "static"])
+def test_balanced_weighs_refaults_by_what_a_fault_costs(variant):
+    """Two 64 MiB cycles half a second apart: 56 MiB purged over the 8 MiB cap and taken
+    back, some 100 MiB a second. That is short of the 256 MiB/s balanced asks
+    where a fault costs 1 us, and past the 32 MiB/s it asks where one costs 8 us
+    (learning.c, weigh_faults): HAKMEM_FAULT_NS stands in for the probe. Unset, the
+    option reads what the probe measured at the learner's first look at the refaults."""
+    args = ["periodic", "--mib=64", "--cycles=2", "--work-ms=500", *THREAD[variant]]
+    got = {}
+    for ns in ("1000", "8000", None):
+        r = run_program("learn_dirs", args, variant=variant, timeout=120,
+                        env={"HAKMEM_LEARN": "balanced", **({"HAKMEM_FAULT_NS": ns} if ns else {})})
+        assert_checks_passed(r, "learn_dirs")
+        lines = {m.group(1): (int(m.group(2)), int(m.group(3))) for m in LINE.finditer(r.stdout)}
+        fault_ns = int(re.search(r"^fault_ns=(\d+)$", r.stdout, re.M).group(1))
+        got[ns] = (lines["start"], lines["end"], fault_ns)
+    start, end, fault_ns = got["1000"]
+    assert start == START["balanced"] and end == start and fault_ns == 1000, got["1000"]
+    start, end, fault_ns = got["8000"]
+    assert start == START["balanced"] and end[1] > start[1] and fault_ns == 8000, got["8000"]
+    assert 0 < got[None][2] < 10_000_000, got[None]       # measured: a fault, not a stall
+
+
+@pytest.mark.parametrize("variant", ["preload", "static"])
 def test_balanced_looks_early_at_a_burst_of_refaults(variant):
     """Two cycles of 38 MiB with no work between them: 30 MiB purged over the 8 MiB cap and
     taken back at once, in well under the 100 ms between two of the learner's looks. The

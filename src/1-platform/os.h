@@ -24,6 +24,7 @@ bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size
 void _hak_os_thp_cover(void *base, size_t used, size_t *done);
 /* Whether the host takes the guest's free memory back (free page reporting, os_probe.c). */
 bool _hak_os_host_reclaims(void);
+uint64_t _hak_os_fault_ns(void);             /* a page fault's cost here (os_probe.c) */
 size_t _hak_os_resident(size_t *peak);       /* the process's resident bytes, and the peak */
 /* Sleeps while *word == value, until woken, or for at most ms milliseconds (ms < 0: no limit). */
 void _hak_os_wait(_Atomic int *word, int value, long ms);

@@ -15,7 +15,8 @@
  *       floor. Decided every 100 ms, and at once when refaults alone meet a tick's share
  *       of the rate, by whichever slow path or the purge thread gets there first.
  *       Keeping more takes refaults that cost the objective enough: a rate of them over
- *       the last second (over the program's life, if shorter).
+ *       the last second (over the program's life, if shorter), lower where a page fault
+ *       costs more than the rate was sized for (a VM's: weigh_faults).
  *   thread-cache depth  A class starts at a base depth (under balanced and memory at most
  *       a number of bytes of blocks) and, per heap, doubles each time it refills after a
  *       flush (tcache.c), past the built-in depth only within a byte bound; from the third
@@ -68,6 +69,8 @@ static pthread_mutex_t tick_lock = HAK_LOCK_INIT;
 static _Atomic uint64_t next_tick_ms;
 static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below (the
                                                    * second read without it too: burst) */
+static uint64_t up_rate;                          /* the objective's, weighed (weigh_faults) */
+static bool weighed;                              /* tick_lock: weigh_faults has run */
 static uint64_t burst_bytes;                      /* refaults that make a look early */
 static uint64_t pending, pending_since;           /* purged, not (yet) taken back */
 static uint64_t born_ms;                          /* the learner's start */
@@ -75,6 +78,33 @@ static uint64_t born_ms;                          /* the learner's start */
 static uint64_t rate_ms[RATE_TICKS], rate_bytes[RATE_TICKS];
 static unsigned rate_next;
 static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The refault rate worth keeping more for, and what a tick's refaults must reach for a
+ * program younger than a tick (the early look, below). */
+static void set_up_rate(uint64_t rate) {
+    up_rate = rate;
+    burst_bytes = rate / HAK_REFAULT_WINDOW_MS * HAK_LEARN_TICK_MS;
+    if (burst_bytes < MIB) burst_bytes = MIB;
+}
+
+/* The objectives' rates are sized for page faults of HAK_FAULT_REF_NS (balanced: 256 MiB
+ * of refaults a second, some 64 ms of faults and zeroing); where a fault costs more (a
+ * VM's two-level paging: 2.4-2.9 us on this project's AMD VM), the rate whose faults cost
+ * the same time is lower by as much, down to an eighth. Never higher: what a fast machine
+ * saves is no reason to purge more. Weighed at the first look at refaults, so that a
+ * program that never takes purged memory back never pays the probe's faults (tick_lock);
+ * HAKMEM_FAULT_NS, given, takes the probe's place. */
+static void weigh_faults(void) {
+    weighed = true;
+    if (obj->up_rate == 0 || obj->up_rate == UINT64_MAX) return;
+    uint64_t ns = (uint64_t)hak_opt_live(fault_ns);
+    if (ns == 0) {                                    /* (HAKMEM_FAULT_NS: not given) */
+        ns = _hak_os_fault_ns();
+        __atomic_store_n(&_hak_opt.fault_ns, (long)(ns < 100000 ? ns : 100000), __ATOMIC_RELAXED);
+    }
+    if (ns > 8 * HAK_FAULT_REF_NS) ns = 8 * HAK_FAULT_REF_NS;
+    if (ns > HAK_FAULT_REF_NS) set_up_rate(obj->up_rate / ns * HAK_FAULT_REF_NS);
+}
 
 void _hak_learn_init(void) {
     mode = (int)_hak_opt.learn;
@@ -105,9 +135,7 @@ void _hak_learn_init(void) {
         }
     }
     _hak_pool_signals(&last_purged, &last_refaulted);
-    /* what a tick's refaults must reach for a program younger than a tick (below) */
-    burst_bytes = obj->up_rate / HAK_REFAULT_WINDOW_MS * HAK_LEARN_TICK_MS;
-    if (burst_bytes < MIB) burst_bytes = MIB;
+    set_up_rate(obj->up_rate);
 }
 
 /* Refaults since the last look that meet the rate rule by themselves: the rule looks now,
@@ -177,9 +205,11 @@ void _hak_learn_tick(uint64_t now) {
         if (learn_big) bigcache_step(now);
         if (dr >= MIB) {                              /* purged, and wanted back */
             pending = 0;
+            if (!weighed) weigh_faults();
             /* keep more where refaults cost the objective enough: what came back within the
-             * last second, against the objective's rate (balanced: 256 MiB/s, some 64 ms of
-             * page faults and zeroing a second, ~6% of a core; a program that frees a phase
+             * last second, against the objective's rate (balanced: 256 MiB/s where a fault
+             * costs 1 us, some 64 ms of faults and zeroing a second, ~6% of a core, and
+             * less where faults cost more: weigh_faults; a program that frees a phase
              * and takes it back once per phase refaults less and keeps purging). A program
              * younger than a second is held to the rate over its life so far (at least a
              * tick): one that rebuilds a large structure every few tens of milliseconds and
@@ -189,7 +219,7 @@ void _hak_learn_tick(uint64_t now) {
             uint64_t second = 0;
             for (unsigned k = 0; k < RATE_TICKS; k++)
                 if (now - rate_ms[k] < HAK_REFAULT_WINDOW_MS) second += rate_bytes[k];
-            uint64_t age = now - born_ms, need = obj->up_rate;
+            uint64_t age = now - born_ms, need = up_rate;
             if (age < HAK_REFAULT_WINDOW_MS)          /* (< 1000 ms: no overflow) */
                 need = need / HAK_REFAULT_WINDOW_MS * (age < HAK_LEARN_TICK_MS ? HAK_LEARN_TICK_MS : age);
             if (dr * 4 >= dp && second >= need) step(true, (long)(2 * dr / MIB));

@@ -18,6 +18,7 @@ typedef struct {
 extern const hak_objective_t _hak_objectives[4];
 #define HAK_LEARN_TICK_MS 100     /* the purge rule looks this often */
 #define HAK_HOUSEKEEP_MS  100     /* an owner's housekeeping, at most this often */
+#define HAK_FAULT_REF_NS  1000    /* the page fault (ns) the objectives' refault rates are for */
 
 void _hak_learn_init(void);                 /* at start-up, after the options */
 void _hak_learn_tick(uint64_t now);         /* the purge thread's round, and slow paths */

@@ -23,10 +23,12 @@
  *     end purge_delay_ms=D dirty_max_mb=C changes=N
  *
  *     elapsed_ms=T
+ *     fault_ns=F
  *
- * where N is the sum of both change counts since the start and T the milliseconds from
- * main's start to the end; tests/test_learn.py compares them with what the objective in
- * HAKMEM_LEARN promises. */
+ * where N is the sum of both change counts since the start, T the milliseconds from
+ * main's start to the end and F what a page fault costs as hakmem weighs it
+ * (HAKMEM_FAULT_NS, or what it measured at its first look at refaults; 0 before that);
+ * tests/test_learn.py compares them with what the objective in HAKMEM_LEARN promises. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +43,7 @@
 
 int hak_learned_get(int i, const char **name, long *value, unsigned long long *changes)
     __attribute__((weak));
+long hak_option_get(const char *name) __attribute__((weak));
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t next_rand(void)
@@ -183,7 +186,7 @@ int main(int argc, char **argv)
         else if (strncmp(argv[i], "--cycles=", 9) == 0) cycles = atol(argv[i] + 9);
         else if (strncmp(argv[i], "--work-ms=", 10) == 0) work_ms = atol(argv[i] + 10);
     }
-    if (hakmem) REQUIRE(hak_learned_get != NULL);
+    if (hakmem) REQUIRE(hak_learned_get != NULL && hak_option_get != NULL);
     double t0 = now_s();
     free(malloc(16));                        /* hakmem is initialised: the start values */
     long d0 = 0, c0 = 0, d1 = 0, c1 = 0;
@@ -206,6 +209,7 @@ int main(int argc, char **argv)
         printf("start purge_delay_ms=%ld dirty_max_mb=%ld\n", d0, c0);
         printf("end purge_delay_ms=%ld dirty_max_mb=%ld changes=%llu\n", d1, c1, n1 - n0);
         printf("elapsed_ms=%.0f\n", (now_s() - t0) * 1000);
+        printf("fault_ns=%ld\n", hak_option_get("FAULT_NS"));
     }
     CHECK_DONE("learn_dirs");
 }
