@@ -71,7 +71,8 @@ static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two belo
                                                    * second read without it too: burst) */
 static uint64_t up_rate;                          /* the objective's, weighed (weigh_faults) */
 static bool weighed;                              /* tick_lock: weigh_faults has run */
-static uint64_t burst_bytes;                      /* refaults that make a look early */
+static _Atomic uint64_t burst_bytes;              /* refaults that make a look early (read
+                                                   * without tick_lock: burst) */
 static uint64_t pending, pending_since;           /* purged, not (yet) taken back */
 static uint64_t born_ms;                          /* the learner's start */
 #define RATE_TICKS 10                             /* refaults of the last ticks (a second) */
@@ -83,8 +84,8 @@ static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi :
  * program younger than a tick (the early look, below). */
 static void set_up_rate(uint64_t rate) {
     up_rate = rate;
-    burst_bytes = rate / HAK_REFAULT_WINDOW_MS * HAK_LEARN_TICK_MS;
-    if (burst_bytes < MIB) burst_bytes = MIB;
+    uint64_t b = rate / HAK_REFAULT_WINDOW_MS * HAK_LEARN_TICK_MS;
+    relaxed_store(&burst_bytes, b < MIB ? MIB : b);
 }
 
 /* The objectives' rates are sized for page faults of HAK_FAULT_REF_NS (balanced: 256 MiB
@@ -145,7 +146,7 @@ void _hak_learn_init(void) {
 static bool burst(void) {
     uint64_t purged, refaulted;
     _hak_pool_signals(&purged, &refaulted);
-    return refaulted - __atomic_load_n(&last_refaulted, __ATOMIC_RELAXED) >= burst_bytes;
+    return refaulted - __atomic_load_n(&last_refaulted, __ATOMIC_RELAXED) >= relaxed_load(&burst_bytes);
 }
 
 /* Both purge parameters one step: up (doubled; the cap at least to `want` MiB, by
