@@ -11,6 +11,14 @@
 
 #define MiB ((size_t)1 << 20)
 
+/* Under TSan hakmem grows and moves nothing with mremap (os_move.c): the growth maps the
+ * whole block afresh, and only what does not depend on the move is checked. */
+#if defined(__SANITIZE_THREAD__)
+#define MOVES 0
+#else
+#define MOVES 1
+#endif
+
 static size_t mapped(void) {
     hak_stats_t st;
     hak_stats_get(&st);
@@ -47,7 +55,7 @@ static void grow_once(bool block_after) {
     CHECK(_hak_chunkmap_huge_header((uintptr_t)(b + BIG * MiB - 1)) == g,
           "the grown block's last chunk is not registered");
     size_t grown = mapped() - before;
-    CHECK(grown == g->maplen - oldlen, "%s: %zu MiB mapped afresh, want %zu (from %zu to %zu MiB)",
+    CHECK(!MOVES || grown == g->maplen - oldlen, "%s: %zu MiB mapped afresh, want %zu (from %zu to %zu MiB)",
           block_after ? "moved" : "grown", grown / MiB, (g->maplen - oldlen) / MiB, oldlen / MiB,
           g->maplen / MiB);
     CHECK(s1.bigcache_misses == s0.bigcache_misses + 1);
