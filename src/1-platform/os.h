@@ -20,6 +20,21 @@ bool _hak_os_decommit(void *p, size_t size);
 bool _hak_os_space_limited(void);                     /* RLIMIT_AS is set */
 bool _hak_os_purge(void *p, size_t size);    /* per the purge option; true: reads as zero */
 bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out);
+/* ThreadSanitizer follows mmap and munmap but not mremap: address space that a moved
+ * mapping leaves keeps the old accesses in its shadow, and a mapping grown into it in
+ * place (or moved onto it) then reads as racing with the thread that wrote there before
+ * (huge_realloc_mt, two threads' huge blocks). Under TSan the two above grow and move
+ * nothing (false); growth copies, through mappings it sees. */
+#if defined(__SANITIZE_THREAD__)
+#define HAK_OS_NO_MREMAP 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HAK_OS_NO_MREMAP 1
+#endif
+#endif
+#ifndef HAK_OS_NO_MREMAP
+#define HAK_OS_NO_MREMAP 0
+#endif
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split);
 void _hak_os_thp_cover(void *base, size_t used, size_t *done);
 /* Whether the host takes the guest's free memory back (free page reporting, os_probe.c). */

@@ -9,25 +9,10 @@
  * first `split` bytes may be a VMA of their own (advised MADV_HUGEPAGE), and mremap works
  * on one VMA at a time: the tail grows, the head moves separately. */
 /* In place only (the tail VMA grows, or nothing happens: no MREMAP_MAYMOVE, so nothing is
- * ever unmapped): true if it did. */
-/* ThreadSanitizer follows mmap and munmap but not mremap: address space that a moved
- * mapping leaves keeps the old accesses in its shadow, and a mapping grown into it in
- * place (or moved onto it) then reads as racing with the thread that wrote there before
- * (huge_realloc_mt, two threads' huge blocks). Under TSan nothing is grown or moved by
- * mremap; growth copies, through mappings it sees. */
-#if defined(__SANITIZE_THREAD__)
-#define NO_MREMAP 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define NO_MREMAP 1
-#endif
-#endif
-#ifndef NO_MREMAP
-#define NO_MREMAP 0
-#endif
-
+ * ever unmapped): true if it did. Never under TSan (os.h, HAK_OS_NO_MREMAP). */
 bool _hak_os_remap_aligned_inplace(void *old, size_t oldlen, size_t newlen, size_t split) {
-    if (NO_MREMAP || !os_below_limit(old, newlen)) return false;   /* (past the chunk map's limit) */
+    if (HAK_OS_NO_MREMAP) return false;
+    if (!os_below_limit(old, newlen)) return false;   /* would grow past the chunk map's limit */
     if (split >= oldlen) split = 0;
     return sys_mremap((char *)old + split, oldlen - split, newlen - split, 0, NULL) != NULL;
 }
@@ -122,7 +107,7 @@ static void give_back_target(char *t, size_t len, uint64_t seq) {
 bool _hak_os_remap_aligned(void *old, size_t oldlen, size_t newlen, size_t split, void **out) {
     char *o = old, *dst = *out;
     if (split >= oldlen) split = 0;        /* one VMA */
-    if (NO_MREMAP || relaxed_load(&moves_off) || (split && !dontunmap_supported())) {
+    if (HAK_OS_NO_MREMAP || relaxed_load(&moves_off) || (split && !dontunmap_supported())) {
         sys_munmap(dst, newlen);
         return false;
     }

@@ -11,13 +11,10 @@
 
 #define MiB ((size_t)1 << 20)
 
-/* Under TSan hakmem grows and moves nothing with mremap (os_move.c): the growth maps the
- * whole block afresh, and only what does not depend on the move is checked. */
-#if defined(__SANITIZE_THREAD__)
-#define MOVES 0
-#else
-#define MOVES 1
-#endif
+/* Under TSan hakmem grows and moves nothing with mremap (os.h, HAK_OS_NO_MREMAP): the
+ * growth maps the whole block afresh, and only what does not depend on the move is
+ * checked. */
+#define MOVES (!HAK_OS_NO_MREMAP)
 
 static size_t mapped(void) {
     hak_stats_t st;
