@@ -163,7 +163,11 @@ def pprof():
         if not os.path.exists(script):
             _pprof = ("", "scripts/get_pprof.sh is not there: pprof cannot be installed")
         else:
-            with one_at_a_time():               # (it may install Go and pprof)
+            # A Go build into build/go alone takes a lock of its own: holding "setup" for
+            # its half minute held up every other process's make. Only an apt-get of Go
+            # (the script's last resort, where none is found) needs "setup".
+            have_go = shutil.which("go") or os.access("/usr/local/go/bin/go", os.X_OK)
+            with one_at_a_time("pprof" if have_go else "setup"):
                 r = subprocess.run(["sh", script], capture_output=True, text=True, timeout=900,
                                    cwd=ROOT)
             path = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
