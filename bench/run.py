@@ -748,6 +748,43 @@ def describe_allocator(name, meta):
     return _rel(path)
 
 
+def geomeans(cells, allocs, summary, base):
+    """The suite as a whole (DESIGN's target: a geometric-mean time below every peer's, peak
+    RSS close to glibc's). Per allocator, over the cells where every allocator has a median:
+    the geometric mean of its time per operation ÷ base's (base's throughput ÷ its own) and
+    of its peak RSS ÷ base's. None where no cell qualifies or base is not among allocs."""
+    names = list(allocs)
+    if base not in names:
+        return None
+    use = [c.name for c in cells
+           if all(summary[c.name][a]["median"] and summary[c.name][a]["peak_rss_kb"] for a in names)]
+    if not use:
+        return None
+    out = {"base": base, "cells": use, "allocators": {}}
+    for a in names:
+        t = [summary[c][base]["median"] / summary[c][a]["median"] for c in use]
+        r = [summary[c][a]["peak_rss_kb"] / summary[c][base]["peak_rss_kb"] for c in use]
+        out["allocators"][a] = {"time": statistics.geometric_mean(t), "rss": statistics.geometric_mean(r),
+                                "worst_time": max(zip(t, use)), "best_time": min(zip(t, use))}
+    return out
+
+
+def geomean_table(g):
+    """Markdown lines for geomeans()'s result (lower is better in both columns)."""
+    if g is None:
+        return []
+    L = ["", "### The suite as a whole (geometric mean over %d cells; lower is better)" % len(g["cells"]), "",
+         "| allocator | time per operation ÷ %s's | peak RSS ÷ %s's | its best cell | its worst cell |"
+         % (g["base"], g["base"]), "|---|---:|---:|---|---|"]
+    for a, v in sorted(g["allocators"].items(), key=lambda kv: kv[1]["time"]):
+        L.append("| %s | %.3f | %.3f | %s %.2f | %s %.2f |" % (
+            a, v["time"], v["rss"], v["best_time"][1], v["best_time"][0], v["worst_time"][1],
+            v["worst_time"][0]))
+    L += ["", "Cells where every allocator has a median; time per operation is 1 ÷ throughput, so a "
+          "figure of 0.5 is twice %s's speed on the geometric mean." % g["base"]]
+    return L
+
+
 def markdown_tables(cells, allocs, summary, meta):
     names = list(allocs)
     subject = "hakmem" if "hakmem" in names else None
@@ -801,6 +838,7 @@ def markdown_tables(cells, allocs, summary, meta):
             v, rr = rows[a].get("vs_hakmem"), rows[a].get("vs_hakmem_rounds") or {}
             cols.append(fmt_ratio(v) + (" (%.2f-%.2f)" % (rr["min"], rr["max"]) if v and rr.get("n") else ""))
         L.append("| " + " | ".join(cols) + " |")
+    L += geomean_table(geomeans(cells, allocs, summary, "glibc" if has_glibc else names[0]))
     L.append("")
     L.append("### Peak RSS (MiB, median; lower is better)")
     L.append("")
@@ -2260,7 +2298,9 @@ def main(argv=None):
         write_csv(os.path.join(out_dir, "runs.csv"), records)
         write_summary_csv(os.path.join(out_dir, "summary.csv"), summary)
         with open(os.path.join(out_dir, "summary.json"), "w") as f:
-            json.dump({"meta": meta, "summary": summary, "runs": records}, f, indent=1)
+            json.dump({"meta": meta, "summary": summary, "runs": records,
+                       "geomean": geomeans(cells, allocs, summary, "glibc" if "glibc" in allocs else list(allocs)[0])},
+                      f, indent=1)
         with open(os.path.join(out_dir, "table.md"), "w") as f:
             f.write(md)
         if not args.no_chart:
