@@ -749,7 +749,7 @@ def describe_allocator(name, meta):
 
 
 def geomeans(cells, allocs, summary, base):
-    """The suite as a whole (DESIGN's target: a geometric-mean time below every peer's, peak
+    """The suite as a whole (hakmem's target: a geometric-mean time below every peer's, peak
     RSS close to glibc's). Per allocator, over the cells where every allocator has a median:
     the geometric mean of its time per operation ÷ base's (base's throughput ÷ its own) and
     of its peak RSS ÷ base's. None where no cell qualifies or base is not among allocs."""
