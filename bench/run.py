@@ -391,6 +391,36 @@ def ratio_interval(a, b, level=0.95, draws=2000, seed=1):
     return (ratios[int(tail * (len(ratios) - 1))], ratios[int((1.0 - tail) * (len(ratios) - 1))])
 
 
+def geomean_ratio(pairs, level=0.95, draws=2000, seed=1):
+    """Many cells at once: pairs holds each cell's runs (a, b) of two allocators; returns the
+    geometric mean over the cells of median(a) / median(b), and its percentile bootstrap
+    interval (each draw resamples every cell's runs, as ratio_interval does one cell's), or
+    None for the interval where a cell has fewer than 3 values on a side. (None, None)
+    without a cell that has values on both sides."""
+    pairs = [(a, b) for a, b in pairs if a and b and statistics.median(b)]
+    if not pairs:
+        return None, None
+    g = statistics.geometric_mean([statistics.median(a) / statistics.median(b) for a, b in pairs])
+    if any(len(a) < 3 or len(b) < 3 for a, b in pairs):
+        return g, None
+    rng = random.Random(seed)
+    gs = []
+    for _ in range(draws):
+        r = []
+        for a, b in pairs:
+            mb = statistics.median(rng.choices(b, k=len(b)))
+            ma = statistics.median(rng.choices(a, k=len(a)))
+            if mb and ma:
+                r.append(ma / mb)
+        if len(r) == len(pairs):
+            gs.append(statistics.geometric_mean(r))
+    if not gs:
+        return g, None
+    gs.sort()
+    tail = (1.0 - level) / 2
+    return g, (gs[int(tail * (len(gs) - 1))], gs[int((1.0 - tail) * (len(gs) - 1))])
+
+
 def compare(medians):
     """For one cell: {allocator: median} -> {allocator: {vs_glibc, vs_best_peer, best_peer}}.
 

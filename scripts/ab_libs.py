@@ -25,14 +25,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import run as bench  # noqa: E402  (bench/run.py: the cells, the peers, the RESULT parser)
 
 
-def fmt_ratio(a, b):
-    """median(a) / median(b), with its bootstrap interval where there are 3 runs a side, and
-    a * where the interval holds 1.0."""
-    text = "%.2fx" % (statistics.median(a) / statistics.median(b))
-    iv = bench.ratio_interval(a, b)
+def fmt_interval(value, iv):
+    """A ratio with its bootstrap interval where there is one, and a * where the interval
+    holds 1.0."""
+    text = "%.2fx" % value
     if iv is None:
         return text
     return "%s [%.2f–%.2f]%s" % (text, iv[0], iv[1], "*" if iv[0] <= 1.0 <= iv[1] else "")
+
+
+def fmt_ratio(a, b):
+    """median(a) / median(b), with its bootstrap interval where there are 3 runs a side."""
+    return fmt_interval(statistics.median(a) / statistics.median(b), bench.ratio_interval(a, b))
 
 
 def main():
@@ -103,6 +107,13 @@ def main():
         ratios = [fmt_ratio(res[cell.name][n], res[cell.name][base])
                   if n in med and base in med else "–" for n, _ in libs[1:]]
         print("| %s | %s | %s |" % (cell.name, " | ".join(cols), " | ".join(ratios)))
+    if len(cells) > 1:
+        geo = []
+        for n, _ in libs[1:]:
+            pairs = [(res[c.name][n], res[c.name][base]) for c in cells]
+            g, iv = bench.geomean_ratio(pairs)
+            geo.append("–" if g is None else fmt_interval(g, iv))
+        print("| geometric mean, %d cells | %s | %s |" % (len(cells), " | ".join("" for _ in libs), " | ".join(geo)))
     print("\n| peak RSS, MiB | " + " | ".join(n for n, _ in libs) + " |")
     print("|---|" + "---:|" * len(libs))
     for cell in cells:
@@ -111,7 +122,8 @@ def main():
             for n, _ in libs)))
     print("\n%d rounds, interleaved; medians, CV in parentheses; each ratio with its 95%% "
           "bootstrap interval (bench/run.py, ratio_interval), * where that holds 1.0: "
-          "the run did not order the two; %s" %
+          "the run did not order the two; the geometric mean's over every cell that both ran "
+          "(geomean_ratio); %s" %
           (args.rounds, ", ".join("%s = %s" % (n, p or "no preload") for n, p in libs)))
 
 

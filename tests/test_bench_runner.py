@@ -808,3 +808,16 @@ def test_geometric_mean_over_the_cells():
     assert "| hakmem | 0.250 | 2.000 | tiny_hot_64 0.12 | random_mixed_256 0.50 |" in md
     assert md.index("| hakmem | 0.250") < md.index("| mimalloc | 0.500") < md.index("| glibc | 1.000")
     assert run.geomeans(cells, {"hakmem": "/h.so"}, s, "glibc") is None
+
+
+def test_geomean_ratio_over_cells():
+    # two cells: 2x and 0.5x -> 1.0 on the geometric mean; 2x and 8x -> 4x
+    g, iv = run.geomean_ratio([([20, 21, 19, 20, 22], [10, 10, 11, 9, 10]), ([5, 5, 6, 4, 5], [10, 10, 11, 9, 10])])
+    assert g == pytest.approx(1.0)
+    assert iv[0] < 1.0 < iv[1]
+    g, iv = run.geomean_ratio([([20, 21, 19], [10, 10, 10]), ([80, 80, 81], [10, 10, 10])])
+    assert g == pytest.approx(4.0)
+    assert 3.5 < iv[0] <= 4.0 <= iv[1] < 4.6
+    # a cell with too few runs: the mean, no interval; a cell one side never ran: left out
+    assert run.geomean_ratio([([20.0], [10.0]), ([30, 30, 30], [])]) == (pytest.approx(2.0), None)
+    assert run.geomean_ratio([([], [10.0])]) == (None, None)
