@@ -375,28 +375,18 @@ def ratio_interval(a, b, level=0.95, draws=2000, seed=1):
     values on a side. With the 5-11 rounds a run here has, the interval is rough (it comes
     out narrower than the truth more often than `level` says), but one that holds 1.0
     says the run did not order the two; the seed makes the same values give the same
-    interval."""
+    interval. (One cell of geomean_ratio's.)"""
     if len(a) < 3 or len(b) < 3:
         return None
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(draws):
-        mb = statistics.median(rng.choices(b, k=len(b)))
-        if mb:
-            ratios.append(statistics.median(rng.choices(a, k=len(a))) / mb)
-    if not ratios:
-        return None
-    ratios.sort()
-    tail = (1.0 - level) / 2
-    return (ratios[int(tail * (len(ratios) - 1))], ratios[int((1.0 - tail) * (len(ratios) - 1))])
+    return geomean_ratio([(a, b)], level, draws, seed)[1]
 
 
 def geomean_ratio(pairs, level=0.95, draws=2000, seed=1):
     """Many cells at once: pairs holds each cell's runs (a, b) of two allocators; returns the
     geometric mean over the cells of median(a) / median(b), and its percentile bootstrap
-    interval (each draw resamples every cell's runs, as ratio_interval does one cell's), or
-    None for the interval where a cell has fewer than 3 values on a side. (None, None)
-    without a cell that has values on both sides."""
+    interval (each draw resamples every cell's runs, `draws` times; ratio_interval is the
+    case of one cell), or None for the interval where a cell has fewer than 3 values on a
+    side. (None, None) without a cell that has values on both sides."""
     pairs = [(a, b) for a, b in pairs if a and b and statistics.median(b)]
     if not pairs:
         return None, None
@@ -778,12 +768,14 @@ def describe_allocator(name, meta):
     return _rel(path)
 
 
-def geomeans(cells, allocs, summary, base):
+def geomeans(cells, allocs, summary, base=None):
     """The suite as a whole (hakmem's target: a geometric-mean time below every peer's, peak
     RSS close to glibc's). Per allocator, over the cells where every allocator has a median:
     the geometric mean of its time per operation ÷ base's (base's throughput ÷ its own) and
-    of its peak RSS ÷ base's. None where no cell qualifies or base is not among allocs."""
+    of its peak RSS ÷ base's (base: glibc where it ran, else the first allocator). None where
+    no cell qualifies or base is not among allocs."""
     names = list(allocs)
+    base = base or ("glibc" if "glibc" in names else names[0])
     if base not in names:
         return None
     use = [c.name for c in cells
@@ -868,7 +860,7 @@ def markdown_tables(cells, allocs, summary, meta):
             v, rr = rows[a].get("vs_hakmem"), rows[a].get("vs_hakmem_rounds") or {}
             cols.append(fmt_ratio(v) + (" (%.2f-%.2f)" % (rr["min"], rr["max"]) if v and rr.get("n") else ""))
         L.append("| " + " | ".join(cols) + " |")
-    L += geomean_table(geomeans(cells, allocs, summary, "glibc" if has_glibc else names[0]))
+    L += geomean_table(geomeans(cells, allocs, summary))
     L.append("")
     L.append("### Peak RSS (MiB, median; lower is better)")
     L.append("")
@@ -2329,7 +2321,7 @@ def main(argv=None):
         write_summary_csv(os.path.join(out_dir, "summary.csv"), summary)
         with open(os.path.join(out_dir, "summary.json"), "w") as f:
             json.dump({"meta": meta, "summary": summary, "runs": records,
-                       "geomean": geomeans(cells, allocs, summary, "glibc" if "glibc" in allocs else list(allocs)[0])},
+                       "geomean": geomeans(cells, allocs, summary)},
                       f, indent=1)
         with open(os.path.join(out_dir, "table.md"), "w") as f:
             f.write(md)
