@@ -30,7 +30,7 @@
 # Extra runner options go in BENCH_ARGS, e.g. make bench BENCH_ARGS="--only random_mixed".
 
 BENCH_PROGS   := random_mixed tiny_hot fixed_size larson mid_large_mt pool xthread large huge_loop \
-                 prodcons exchange huge_ws \
+                 prodcons exchange huge_ws pingpong \
                  memory thread_churn pool_scale phases glibc_simple shared_mt teardown thread_rss latency
 BENCH_BINS    := $(addprefix $(BUILD)/bench/,$(BENCH_PROGS))
 BENCH_CFLAGS  ?= -O2 -pthread -std=gnu11 -Wall -Wextra

@@ -306,7 +306,22 @@ PHASES_SCENARIOS = [
 
 
 CELLS = _cells()
-PROGRAMS = sorted({c.prog for c in CELLS})
+# The placement probe (bench/pingpong.c): the round trip of a cache line between two threads,
+# run with no allocator preloaded before each run of a cell whose threads run at once. On a
+# VM the host may place the two vCPUs near (a shared L3: about 45 ns) or far apart (about
+# 390 ns on this project's VMs), and move them within minutes; cells that pass a line
+# between threads for every operation run several times faster near, under every allocator,
+# and who is ahead can change with it (docs/BENCHMARKS.md, "Where the two cores are").
+PROBE = "pingpong"
+NEAR_NS = 150.0                  # a round trip below this: the two cores are near
+
+
+def cross_thread(cell):
+    """Do the cell's threads run at once (a probe before each run says where they ran)?"""
+    return int(cell.args.get("threads", 1)) > 1 or int(cell.args.get("pairs", 0)) >= 1
+
+
+PROGRAMS = sorted({c.prog for c in CELLS} | {PROBE})
 
 
 # ---- parsing and statistics ------------------------------------------------------------------
@@ -614,6 +629,21 @@ def machine_line(m):
 
 # ---- the comparison --------------------------------------------------------------------------
 
+def probe_placement(binary, timeout=10):
+    """The round trip (ns) the placement probe measured now; None where it could not (one
+    CPU, no binary, a failed run)."""
+    if not binary or not os.path.exists(binary):
+        return None
+    rec = run_once(binary, [], None, timeout)
+    rt = (rec["result"] or {}).get("round_trip_ns")
+    return float(rt) if rt else None
+
+
+def placement(rt):
+    """'near', 'far' or None, from a probe's round trip."""
+    return None if rt is None else ("near" if rt < NEAR_NS else "far")
+
+
 def noisy(per, threshold):
     """True when some allocator's runs of a cell vary by more than threshold (CV)."""
     for vals in per.values():
@@ -625,13 +655,14 @@ def noisy(per, threshold):
 
 
 def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, extra_rounds=0,
-               cv_threshold=0.10, log=print, load_samples=None):
+               cv_threshold=0.10, log=print, load_samples=None, probe=None):
     """Runs every cell under every allocator, interleaved; returns the raw run records.
 
     After the first `runs` rounds, a cell whose CV exceeds cv_threshold for any allocator gets
     up to extra_rounds more rounds (one at a time, interleaved as before): on a shared machine
     a burst of outside load can cover two of five rounds, and more samples let the median
-    step over it."""
+    step over it. With probe (the placement probe's binary), each run of a cross-thread
+    cell records the round trip measured right before it (round_trip_ns)."""
     records = []
     names = list(allocs)
     for cell in cells:
@@ -646,8 +677,11 @@ def run_matrix(cells, allocs, binaries, mode, runs, timeout, warmup, extra_round
         extra = 0 if cell.prog == "memory" else extra_rounds
         while r < runs or (r < runs + extra and noisy(per, cv_threshold)):
             for a in rotation(names, r):
+                rt = probe_placement(probe) if probe and cross_thread(cell) else None
                 rec = run_once(binary, argv, allocs[a], timeout)
                 rec.update({"cell": cell.name, "allocator": a, "run": r})
+                if rt is not None:
+                    rec["round_trip_ns"] = rt
                 records.append(rec)
                 if rec["result"]:
                     per[a].append(rec["result"]["ops_per_sec"])
@@ -710,6 +744,61 @@ def summarize_records(cells, allocs, records):
                     rows[a].update(vs_hakmem(records, cell.name, a, rows[a]["median"], rows["hakmem"]["median"]))
         summary[cell.name] = rows
     return summary
+
+
+def placement_summary(cells, allocs, records):
+    """Per cross-thread cell whose runs were probed: how many runs found the two cores near
+    and far, the round trips (median, lowest, highest), and each allocator's median over the
+    runs of each placement ({cell: {...}}; cells without probes are left out)."""
+    out = {}
+    for cell in cells:
+        recs = [r for r in records if r["cell"] == cell.name and r.get("round_trip_ns") is not None]
+        if not recs:
+            continue
+        rts = [r["round_trip_ns"] for r in recs]
+        by = {}
+        for where in ("near", "far"):
+            meds = {}
+            for a in allocs:
+                v = [r["result"]["ops_per_sec"] for r in recs
+                     if r["allocator"] == a and r["result"] and placement(r["round_trip_ns"]) == where]
+                if v:
+                    meds[a] = {"median": statistics.median(v), "n": len(v)}
+            by[where] = meds
+        out[cell.name] = {"near": sum(placement(x) == "near" for x in rts),
+                          "far": sum(placement(x) == "far" for x in rts),
+                          "round_trip_ns": {"median": statistics.median(rts), "min": min(rts), "max": max(rts)},
+                          "by": by}
+    return out
+
+
+def placement_table(cells, allocs, plc):
+    """Markdown lines: the probes of the cross-thread cells, and hakmem ÷ the best peer over
+    the runs of each placement (a placement where hakmem or every peer had no run: -)."""
+    rows = [c for c in cells if c.name in plc]
+    if not rows:
+        return []
+    peers = [a for a in allocs if a in PEER_NAMES]
+    L = ["", "### Where the two cores were (cross-thread cells)", "",
+         "Before each run of a cell whose threads run at once, `bench/pingpong` (no allocator) timed "
+         "a cache line's round trip between two threads: *near* below %.0f ns (the host placed the "
+         "two vCPUs on cores that share a cache), *far* above. Each allocator's median over the "
+         "runs of one placement; hakmem ÷ the best peer's." % NEAR_NS, "",
+         "| workload | runs near | runs far | round trip, median (range) | hakmem ÷ best peer, near | "
+         "hakmem ÷ best peer, far |",
+         "|---|---:|---:|---:|---:|---:|"]
+    for cell in rows:
+        p = plc[cell.name]
+        rt = p["round_trip_ns"]
+        cols = []
+        for where in ("near", "far"):
+            meds = p["by"][where]
+            h = meds.get("hakmem")
+            best = max(((meds[a]["median"], a) for a in peers if a in meds), default=None)
+            cols.append("%s (%s)" % (fmt_ratio(ratio(h["median"], best[0])), best[1]) if h and best else "-")
+        L.append("| %s | %d | %d | %.0f ns (%.0f–%.0f) | %s | %s |" % (
+            cell.name, p["near"], p["far"], rt["median"], rt["min"], rt["max"], cols[0], cols[1]))
+    return L
 
 
 # What pool_scale reports beyond throughput: its CPU time per operation, the time of a free
@@ -807,7 +896,7 @@ def geomean_table(g):
     return L
 
 
-def markdown_tables(cells, allocs, summary, meta):
+def markdown_tables(cells, allocs, summary, meta, plc=None):
     names = list(allocs)
     subject = "hakmem" if "hakmem" in names else None
     L = []
@@ -861,6 +950,8 @@ def markdown_tables(cells, allocs, summary, meta):
             cols.append(fmt_ratio(v) + (" (%.2f-%.2f)" % (rr["min"], rr["max"]) if v and rr.get("n") else ""))
         L.append("| " + " | ".join(cols) + " |")
     L += geomean_table(geomeans(cells, allocs, summary))
+    if subject and plc:
+        L += placement_table(cells, allocs, plc)
     L.append("")
     L.append("### Peak RSS (MiB, median; lower is better)")
     L.append("")
@@ -2271,7 +2362,7 @@ def main(argv=None):
                      "snmalloc\", exit status -6), so it has no instruction counts")
         print("note: " + notes[-1])
 
-    progs = sorted({c.prog for c in cells})
+    progs = sorted({c.prog for c in cells} | ({PROBE} if any(cross_thread(c) for c in cells) else set()))
     if args.no_build:
         binaries = {p: os.path.join(build_dir_path(args.build), "bench", p) for p in progs}
     else:
@@ -2311,17 +2402,18 @@ def main(argv=None):
         loads, other = [], OtherWork()
         records = run_matrix(cells, allocs, binaries, args.mode, runs, timeout,
                              conf["warmup"] and not args.runs, extra_rounds=extra,
-                             cv_threshold=args.cv_threshold, load_samples=loads)
+                             cv_threshold=args.cv_threshold, load_samples=loads, probe=binaries.get(PROBE))
         if loads:
             meta["machine"]["loadavg_max"] = round(max(loads), 2)
         meta["machine"]["other_cores"] = other.cores()
         summary = summarize_records(cells, allocs, records)
-        md = markdown_tables(cells, allocs, summary, meta)
+        plc = placement_summary(cells, allocs, records)
+        md = markdown_tables(cells, allocs, summary, meta, plc)
         write_csv(os.path.join(out_dir, "runs.csv"), records)
         write_summary_csv(os.path.join(out_dir, "summary.csv"), summary)
         with open(os.path.join(out_dir, "summary.json"), "w") as f:
             json.dump({"meta": meta, "summary": summary, "runs": records,
-                       "geomean": geomeans(cells, allocs, summary)},
+                       "geomean": geomeans(cells, allocs, summary), "placement": plc},
                       f, indent=1)
         with open(os.path.join(out_dir, "table.md"), "w") as f:
             f.write(md)

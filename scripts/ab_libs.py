@@ -39,6 +39,28 @@ def fmt_ratio(a, b):
     return fmt_interval(statistics.median(a) / statistics.median(b), bench.ratio_interval(a, b))
 
 
+def split_table(cells, libs, where):
+    """The cross-thread cells' runs again, apart by where the placement probe found the two
+    cores (near or far): each library's median over its runs there, and its ratio to the
+    first library's. Printed only where some cell ran in both placements."""
+    both = [c for c in cells if all(any(where[c.name][n][w] for n, _ in libs) for w in ("near", "far"))]
+    if not both:
+        return
+    base = libs[0][0]
+    print("\n| cell | cores | " + " | ".join(n for n, _ in libs) + " | " +
+          " | ".join("%s ÷ %s" % (n, base) for n, _ in libs[1:]) + " |")
+    print("|---|---|" + "---:|" * (2 * len(libs) - 1))
+    for c in both:
+        for w in ("near", "far"):
+            runs = {n: where[c.name][n][w] for n, _ in libs}
+            cols = ["%s (%d)" % (re.sub(r"\.0+$", "", "%.3g" % (statistics.median(v) / 1e6)) + "M", len(v))
+                    if v else "–" for v in runs.values()]
+            ratios = [fmt_ratio(runs[n], runs[base]) if runs[n] and runs[base] else "–" for n, _ in libs[1:]]
+            print("| %s | %s | %s | %s |" % (c.name, w, " | ".join(cols), " | ".join(ratios)))
+    print("\nThe same runs apart by the placement probe before each (bench/pingpong: near below "
+          "%.0f ns a round trip, far above); medians, runs in parentheses." % bench.NEAR_NS)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", action="append", required=True, metavar="NAME=PATH[,VAR=VALUE...]",
@@ -74,6 +96,9 @@ def main():
 
     res = {c.name: {n: [] for n, _ in libs} for c in cells}
     rss = {c.name: {n: [] for n, _ in libs} for c in cells}
+    # the placement probe before each run of a cross-thread cell (bench/run.py, PROBE)
+    probe = os.path.join(args.build, "bench", bench.PROBE)
+    where = {c.name: {n: {"near": [], "far": []} for n, _ in libs} for c in cells}
     for _ in range(args.rounds):
         for cell in cells:
             order = list(libs)
@@ -81,9 +106,12 @@ def main():
             for name, path in order:
                 argv = cell.argv("quick", {"ops": args.ops} if args.ops else None)
                 binary = os.path.join(args.build, "bench", cell.prog)
+                rt = bench.probe_placement(probe) if bench.cross_thread(cell) else None
                 r = bench.run_once(binary, argv, path, 600, envs.get(name))
                 if r["result"] is not None:
                     res[cell.name][name].append(float(r["result"]["ops_per_sec"]))
+                    if rt is not None:
+                        where[cell.name][name][bench.placement(rt)].append(float(r["result"]["ops_per_sec"]))
                     if "peak_rss_kb" in r["result"]:
                         rss[cell.name][name].append(float(r["result"]["peak_rss_kb"]) / 1024)
                 else:
@@ -114,6 +142,7 @@ def main():
             g, iv = bench.geomean_ratio(pairs)
             geo.append("–" if g is None else fmt_interval(g, iv))
         print("| geometric mean, %d cells | %s | %s |" % (len(cells), " | ".join("" for _ in libs), " | ".join(geo)))
+    split_table(cells, libs, where)
     print("\n| peak RSS, MiB | " + " | ".join(n for n, _ in libs) + " |")
     print("|---|" + "---:|" * len(libs))
     for cell in cells:

@@ -821,3 +821,76 @@ def test_geomean_ratio_over_cells():
     # a cell with too few runs: the mean, no interval; a cell one side never ran: left out
     assert run.geomean_ratio([([20.0], [10.0]), ([30, 30, 30], [])]) == (pytest.approx(2.0), None)
     assert run.geomean_ratio([([], [10.0])]) == (None, None)
+
+
+# ---- where the two cores are (the placement probe) ------------------------------------------
+
+def test_cross_thread_cells():
+    by = {c.name: run.cross_thread(c) for c in run.CELLS}
+    assert by["exchange_2T"] and by["prodcons_1"] and by["xthread"] and by["larson_2T"]
+    assert not by["tiny_hot_64"] and not by["larson_1T"] and not by["teardown_random"]
+    assert run.placement(None) is None
+    assert run.placement(45.0) == "near" and run.placement(390.0) == "far"
+
+
+def test_run_matrix_probes_cross_thread_cells_only(monkeypatch):
+    fake, order = _fake_runner({"glibc": [10] * 4, "hakmem": [20] * 4})
+    monkeypatch.setattr(run, "run_once", fake)
+    trips = iter([40.0, 400.0, 41.0, 380.0])
+    probes = []
+
+    def probe(binary, timeout=10):
+        probes.append(binary)
+        return next(trips)
+    monkeypatch.setattr(run, "probe_placement", probe)
+    cells = [c for c in run.CELLS if c.name in ("tiny_hot_64", "exchange_2T")]
+    recs = run.run_matrix(cells, {"glibc": None, "hakmem": "/h.so"}, {"tiny_hot": "x", "exchange": "y"},
+                          "quick", runs=2, timeout=1, warmup=False, log=lambda *a: None, probe="/p")
+    assert probes == ["/p"] * 4                      # exchange's four runs, not tiny_hot's
+    assert [r.get("round_trip_ns") for r in recs if r["cell"] == "tiny_hot_64"] == [None] * 4
+    assert [r["round_trip_ns"] for r in recs if r["cell"] == "exchange_2T"] == [40.0, 400.0, 41.0, 380.0]
+
+
+def test_placement_summary_and_table():
+    """Runs apart by placement: hakmem ahead where the cores are far, behind where near; the
+    table says both, and a cell without probes has no row."""
+    cells = [c for c in run.CELLS if c.name in ("exchange_2T", "tiny_hot_64")]
+    allocs = {"glibc": None, "hakmem": "/h.so", "tcmalloc": "/t.so"}
+    recs = []
+    for r, rt in enumerate((45.0, 48.0, 390.0, 400.0, 410.0)):
+        near = rt < run.NEAR_NS
+        for a, (n, f) in {"glibc": (30, 10), "hakmem": (80, 30), "tcmalloc": (100, 25)}.items():
+            rec = _record("exchange_2T", a, r, float(n if near else f))
+            rec["round_trip_ns"] = rt
+            recs.append(rec)
+        recs.append(_record("tiny_hot_64", "hakmem", r, 5.0))
+    plc = run.placement_summary(cells, allocs, recs)
+    assert set(plc) == {"exchange_2T"}
+    p = plc["exchange_2T"]
+    assert (p["near"], p["far"]) == (6, 9)
+    assert p["round_trip_ns"] == {"median": 390.0, "min": 45.0, "max": 410.0}
+    assert p["by"]["near"]["hakmem"] == {"median": 80.0, "n": 2}
+    assert p["by"]["far"]["tcmalloc"] == {"median": 25.0, "n": 3}
+    text = "\n".join(run.placement_table(cells, allocs, plc))
+    assert "| exchange_2T | 6 | 9 | 390 ns (45–410) | 0.80x (tcmalloc) | 1.20x (tcmalloc) |" in text
+    assert "tiny_hot_64" not in text
+    s = run.summarize_records(cells, allocs, recs)
+    assert "Where the two cores were" in run.markdown_tables(cells, allocs, s, _meta(allocs), plc)
+    assert "Where the two cores were" not in run.markdown_tables(cells, allocs, s, _meta(allocs))
+
+
+def test_ab_libs_splits_runs_by_placement(capsys):
+    spec = importlib.util.spec_from_file_location("ab_libs", os.path.join(ROOT, "scripts", "ab_libs.py"))
+    ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab)
+    cells = [c for c in run.CELLS if c.name == "exchange_2T"]
+    libs = [("a", "/a.so"), ("b", "/b.so")]
+    where = {"exchange_2T": {"a": {"near": [100e6, 101e6, 99e6], "far": [30e6]},
+                             "b": {"near": [50e6, 51e6, 49e6], "far": []}}}
+    ab.split_table(cells, libs, where)
+    out = capsys.readouterr().out
+    assert "| exchange_2T | near | 100M (3) | 50M (3) | 0.50x [" in out
+    assert "| exchange_2T | far | 30M (1) | – | – |" in out
+    where["exchange_2T"]["a"]["far"] = []
+    ab.split_table(cells, libs, where)              # one placement only: nothing to split
+    assert capsys.readouterr().out == ""

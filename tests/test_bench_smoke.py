@@ -43,6 +43,22 @@ EXPECT_THREADS = {"larson_1T": 1, "larson_2T": 2, "larson_4T": 4, "mid_large_mt_
                   "exchange_8T": 8, "huge_ws": 1, "latency_4T": 4, "latency_16T": 16, "latency_64T": 64}
 
 
+def test_placement_probe(binaries):
+    """bench/pingpong, run before each cross-thread run: a round trip on two CPUs, and 0 (not
+    a hang) where the two threads must take turns on one."""
+    rec = run.run_once(binaries[run.PROBE], [], None, timeout=30)
+    assert rec["error"] is None, rec["cmd"]
+    r = rec["result"]
+    if r["cpus"] < 2:
+        pytest.skip("one CPU online: no round trip between two cores to time")
+    assert 0 < r["round_trip_ns"] < 1e6 and run.probe_placement(binaries[run.PROBE]) > 0
+    one = subprocess.run(["taskset", "-c", "0", binaries[run.PROBE], "--limit-ms=200"],
+                         capture_output=True, text=True, timeout=30)
+    assert one.returncode == 0, one.stderr
+    assert run.parse_result(one.stdout)["round_trip_ns"] == 0
+    assert run.probe_placement("/nonexistent") is None
+
+
 @pytest.mark.parametrize("allocator", ["hakmem", "glibc"])
 @pytest.mark.parametrize("cell", run.CELLS, ids=[c.name for c in run.CELLS])
 def test_workload_smoke(binaries, cell, allocator):
