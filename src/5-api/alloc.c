@@ -316,16 +316,52 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     free_other_slow(s, p, u, owner);
 }
 
+/* A line no thread writes: where free's owner test finds another thread's block, the cache
+ * OWN_CACHE hands the code the CPU runs ahead on. */
+static const hak_tcache_t no_cache __attribute__((aligned(64)));
+
+/* free's owner test, and the cache to push onto: u->tc where the unit is the calling
+ * thread's, else (to `other`) no_cache. The test is a branch, and the CPU runs ahead on its
+ * guess: where a thread frees its own blocks and other threads' in turn (exchange: blocks
+ * passed around through shared slots) it guesses wrong about half the time, and on that
+ * wrong path u->tc is the other thread's cache. The CPU loaded its head and fetched its
+ * line to decrement `room`: the other thread's hottest line, taken from its core at each
+ * wrong guess, and its next malloc and free waited to get it back (exchange_2T ran 80M
+ * blocks a second in such runs and 120M where the blocks in play were one thread's;
+ * docs/BENCHMARKS.md, "Guesses that cost another thread its cache"). A conditional move
+ * after the branch, which the CPU does not guess, puts no_cache there on the wrong path.
+ * On x86-64 the compare, the branch and the move are one asm goto: 2 instructions more
+ * than the plain test (the lea and the move). */
+#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 11 : __GNUC__ >= 11)
+#define OWN_CACHE(u, tc, other)                                                             \
+    do {                                                                                    \
+        uintptr_t owner_ = relaxed_load(&(u)->owner);                                       \
+        (tc) = owner_key(u);           /* (relaxed: not yet known to be this thread's) */   \
+        __asm__ goto("cmpq %%fs:0, %1\n\tjne %l[" #other "]\n\tcmovne %2, %0"               \
+                     : "+r"(tc) : "r"(owner_), "r"(&no_cache) : "cc" : other);               \
+    } while (0)
+#else
+/* (a mask the compiler cannot see through, so it stays a value, not a second branch) */
+#define OWN_CACHE(u, tc, other)                                                             \
+    do {                                                                                    \
+        uintptr_t owner_ = relaxed_load(&(u)->owner), all_;                                 \
+        all_ = -(uintptr_t)(owner_ == hak_thread_key());                                    \
+        __asm__("" : "+r"(all_));                                                           \
+        if (unlikely(all_ == 0)) goto other;                                                \
+        (tc) = (hak_tcache_t *)(((uintptr_t)owner_key(u) & all_) | ((uintptr_t)&no_cache & ~all_)); \
+    } while (0)
+#endif
+
 /* A block in the thread's cache carries the cache's address in its second word: a free
  * that finds it there may be a double free, which free_suspect settles. */
 FAST_PATH void free_block(hak_unit_t *u, void *p) {
     if (unlikely(!hak_block_start(u, p))) { free_invalid(p); return; }
-    if (likely(relaxed_load(&u->owner) == hak_thread_key())) {
-        hak_tcache_t *tc = u->tc;
-        if (unlikely(((void **)p)[1] == tc)) { free_suspect(tc, p); return; }
-        tc_push(tc, p);
-        return;
-    }
+    hak_tcache_t *tc;
+    OWN_CACHE(u, tc, other);
+    if (unlikely(((void **)p)[1] == tc)) { free_suspect(tc, p); return; }
+    tc_push(tc, p);
+    return;
+other:
     free_other(p, u);
 }
 
