@@ -167,6 +167,16 @@ static inline void bench_touch(void *p, size_t n, unsigned char v)
     bench_escape(p);
 }
 
+/* A spin-wait's pause: the other hardware thread of the core gets the cycles. */
+static inline void bench_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* ---- clock and RSS ---------------------------------------------------------------------- */
 static inline double bench_now(void)
 {

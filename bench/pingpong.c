@@ -24,22 +24,13 @@ static _Alignas(64) _Atomic long counter;
 static _Alignas(64) _Atomic int stop;
 static long long total;
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Waits until the counter holds want; false when told to stop. */
 static inline bool await(long want)
 {
     while (atomic_load_explicit(&counter, memory_order_acquire) != want) {
         if (atomic_load_explicit(&stop, memory_order_relaxed))
             return false;
-        cpu_relax();
+        bench_cpu_relax();
     }
     return true;
 }
@@ -80,7 +71,7 @@ int main(int argc, char **argv)
             atomic_store_explicit(&counter, 2 * i + 1, memory_order_release);
             for (unsigned spins = 1; atomic_load_explicit(&counter, memory_order_acquire) != 2 * i + 2;
                  spins++) {
-                cpu_relax();
+                bench_cpu_relax();
                 if ((spins & 4095) == 0 && bench_now() > deadline) {   /* one CPU: turns */
                     done = false;
                     break;

@@ -49,15 +49,6 @@ struct pair {
     double t_start[2], t_end[2];          /* producer's and consumer's own clock readings */
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 static long futex(_Atomic uint32_t *w, int op, uint32_t val)
 {
     return syscall(SYS_futex, (uint32_t *)w, op, val, NULL, NULL, 0);
@@ -78,7 +69,7 @@ static uint32_t wait_moved(_Atomic uint32_t *w, uint32_t seen, _Atomic int *wait
         v = atomic_load_explicit(w, memory_order_acquire);
         if (v != seen)
             return v;
-        cpu_relax();
+        bench_cpu_relax();
     }
     for (;;) {
         atomic_store(waiting, 1);

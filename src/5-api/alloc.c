@@ -316,8 +316,8 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     free_other_slow(s, p, u, owner);
 }
 
-/* A line no thread writes: where free's owner test finds another thread's block, the cache
- * OWN_CACHE hands the code the CPU runs ahead on. */
+/* A line no thread writes: the cache OWN_CACHE gives the code the CPU runs ahead on where
+ * the block is another thread's. */
 static const hak_tcache_t no_cache __attribute__((aligned(64)));
 
 /* free's owner test, and the cache to push onto: u->tc where the unit is the calling
@@ -326,9 +326,9 @@ static const hak_tcache_t no_cache __attribute__((aligned(64)));
  * passed around through shared slots) it guesses wrong about half the time, and on that
  * wrong path u->tc is the other thread's cache. The CPU loaded its head and fetched its
  * line to decrement `room`: the other thread's hottest line, taken from its core at each
- * wrong guess, and its next malloc and free waited to get it back (exchange_2T ran 80M
- * blocks a second in such runs and 120M where the blocks in play were one thread's;
- * docs/BENCHMARKS.md, "Guesses that cost another thread its cache"). A conditional move
+ * wrong guess, and its next malloc and free waited to get it back (exchange with 64-byte
+ * blocks ran 80M blocks a second in such runs and 120M where the blocks in play were one
+ * thread's; docs/BENCHMARKS.md, "Guesses that cost another thread its cache"). A conditional move
  * after the branch, which the CPU does not guess, puts no_cache there on the wrong path.
  * On x86-64 the compare, the branch and the move are one asm goto: 2 instructions more
  * than the plain test (the lea and the move). */
