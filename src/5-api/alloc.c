@@ -328,17 +328,21 @@ static const hak_tcache_t no_cache __attribute__((aligned(64)));
  * line to decrement `room`: the other thread's hottest line, taken from its core at each
  * wrong guess, and its next malloc and free waited to get it back (exchange with 64-byte
  * blocks ran 80M blocks a second in such runs and 120M where the blocks in play were one
- * thread's; docs/BENCHMARKS.md, "Guesses that cost another thread its cache"). A conditional move
- * after the branch, which the CPU does not guess, puts no_cache there on the wrong path.
- * On x86-64 the compare, the branch and the move are one asm goto: 2 instructions more
- * than the plain test (the lea and the move). */
+ * thread's; docs/BENCHMARKS.md, "Guesses that cost another thread its cache"). A
+ * conditional move after the branch, which the CPU does not guess, puts no_cache there on
+ * the wrong path. On x86-64 the compare, the branch, the load of u->tc and the move are
+ * one asm goto: the path to another thread's block is the plain test's, and a free of the
+ * thread's own block takes 1 instruction more (the cmov). */
 #if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 11 : __GNUC__ >= 11)
+static hak_tcache_t *const no_cache_at = (hak_tcache_t *)&no_cache;   /* (the cmov's source) */
 #define OWN_CACHE(u, tc, other)                                                             \
     do {                                                                                    \
         uintptr_t owner_ = relaxed_load(&(u)->owner);                                       \
-        (tc) = owner_key(u);           /* (relaxed: not yet known to be this thread's) */   \
-        __asm__ goto("cmpq %%fs:0, %1\n\tjne %l[" #other "]\n\tcmovne %2, %0"               \
-                     : "+r"(tc) : "r"(owner_), "r"(&no_cache) : "cc" : other);               \
+        __asm__ goto("cmpq %%fs:0, %[o]\n\tjne %l[" #other "]\n\t"                          \
+                     "movq %[utc], %[tc]\n\tcmovne %[nc], %[tc]"                             \
+                     : [tc] "=r"(tc)                                                        \
+                     : [o] "r"(owner_), [utc] "m"((u)->tc), [nc] "m"(no_cache_at)           \
+                     : "cc" : other);                                                       \
     } while (0)
 #else
 /* (a mask the compiler cannot see through, so it stays a value, not a second branch) */
