@@ -316,43 +316,34 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     free_other_slow(s, p, u, owner);
 }
 
-/* A line no thread writes: the cache OWN_CACHE gives the code the CPU runs ahead on where
- * the block is another thread's. */
-static const hak_tcache_t no_cache __attribute__((aligned(64)));
-
 /* free's owner test, and the cache to push onto: u->tc where the unit is the calling
- * thread's, else (to `other`) no_cache. The test is a branch, and the CPU runs ahead on its
- * guess: where a thread frees its own blocks and other threads' in turn (exchange: blocks
- * passed around through shared slots) it guesses wrong about half the time, and on that
- * wrong path u->tc is the other thread's cache. The CPU loaded its head and fetched its
- * line to decrement `room`: the other thread's hottest line, taken from its core at each
- * wrong guess, and its next malloc and free waited to get it back (exchange with 64-byte
- * blocks ran 80M blocks a second in such runs and 120M where the blocks in play were one
- * thread's; docs/BENCHMARKS.md, "Guesses that cost another thread its cache"). A
- * conditional move after the branch, which the CPU does not guess, puts no_cache there on
- * the wrong path. On x86-64 the compare, the branch, the load of u->tc and the move are
- * one asm goto: the path to another thread's block is the plain test's, and a free of the
- * thread's own block takes 1 instruction more (the cmov). */
+ * thread's, else (to `other`). The test is a branch, and the CPU runs ahead on its guess:
+ * where a thread frees its own blocks and other threads' in turn (exchange: blocks passed
+ * around through shared slots) it guesses wrong about half the time, and on that wrong
+ * path u->tc was the other thread's cache. The CPU loaded its head and fetched its line to
+ * decrement `room`: the other thread's hottest line, taken from its core at each wrong
+ * guess, and its next malloc and free waited to get it back (exchange with 64-byte blocks
+ * ran 80M blocks a second in such runs and 120M where the blocks in play were one
+ * thread's; docs/BENCHMARKS.md, "Guesses that cost another thread its cache"). So the
+ * cache comes from a conditional move after the branch, which the CPU does not guess: on
+ * the wrong path it keeps this thread's own key, its thread pointer, whose line no other
+ * thread touches. On x86-64 the load of the key, the compare, the branch and the move are
+ * one asm goto, and the move with a memory source takes the place of the plain load of
+ * u->tc: as many instructions as the unguarded test. */
 #if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 11 : __GNUC__ >= 11)
-static hak_tcache_t *const no_cache_at = (hak_tcache_t *)&no_cache;   /* (the cmov's source) */
 #define OWN_CACHE(u, tc, other)                                                             \
-    do {                                                                                    \
-        uintptr_t owner_ = relaxed_load(&(u)->owner);                                       \
-        __asm__ goto("cmpq %%fs:0, %[o]\n\tjne %l[" #other "]\n\t"                          \
-                     "movq %[utc], %[tc]\n\tcmovne %[nc], %[tc]"                             \
-                     : [tc] "=r"(tc)                                                        \
-                     : [o] "r"(owner_), [utc] "m"((u)->tc), [nc] "m"(no_cache_at)           \
-                     : "cc" : other);                                                       \
-    } while (0)
+    __asm__ goto("movq %%fs:0, %[t]\n\tcmpq %[own], %[t]\n\tjne %l[" #other "]\n\t"       \
+                 "cmoveq %[utc], %[t]"                                                      \
+                 : [t] "=&r"(tc) : [own] "m"((u)->owner), [utc] "m"((u)->tc) : "cc" : other)
 #else
 /* (a mask the compiler cannot see through, so it stays a value, not a second branch) */
 #define OWN_CACHE(u, tc, other)                                                             \
     do {                                                                                    \
-        uintptr_t owner_ = relaxed_load(&(u)->owner), all_;                                 \
-        all_ = -(uintptr_t)(owner_ == hak_thread_key());                                    \
+        uintptr_t key_ = hak_thread_key(), all_;                                            \
+        all_ = -(uintptr_t)(relaxed_load(&(u)->owner) == key_);                             \
         __asm__("" : "+r"(all_));                                                           \
         if (unlikely(all_ == 0)) goto other;                                                \
-        (tc) = (hak_tcache_t *)(((uintptr_t)owner_key(u) & all_) | ((uintptr_t)&no_cache & ~all_)); \
+        (tc) = (hak_tcache_t *)(((uintptr_t)owner_key(u) & all_) | (key_ & ~all_));        \
     } while (0)
 #endif
 
