@@ -1992,6 +1992,7 @@ def summarize_latency(cells, allocs, records):
             stalls = [x["over_10us"] for x in ok if "over_10us" in x]
             row["over_10us"] = statistics.median(stalls) if stalls else None
             row["clock"] = sorted({str(x.get("clock")) for x in ok if "clock" in x})
+            row["clock_overhead_ns"] = sorted({x["clock_overhead_ns"] for x in ok if "clock_overhead_ns" in x})
             row["peak_rss_kb"] = statistics.median([x["peak_rss_kb"] for x in ok]) if ok else None
             row["failures"] = len(fails)
             row["first_failure"] = ({"error": fails[0]["error"], "cmd": fails[0]["cmd"]} if fails else None)
@@ -2062,15 +2063,25 @@ def latency_markdown(cells, allocs, summary, meta):
             L.append("- %s under %s: %s — reproduce: `%s`" % (cname, a, f["error"], f["cmd"]))
         L.append("")
     clocks = sorted({c for cell in cells for a in names for c in summary[cell.name][a]["clock"]})
+    costs = sorted({c for cell in cells for a in names for c in summary[cell.name][a]["clock_overhead_ns"]})
     if clocks:
+        cost = ""
+        if costs:
+            cost = " %s ns%s" % (_num(costs[0]), " to %s ns in the runs" % _num(costs[-1]) if len(costs) > 1 else "")
         L += ["Clock: %s (bench/latency.c: rdtsc where the TSC is invariant, else clock_gettime; the "
-              "clock's own cost is subtracted)." % ", ".join(clocks), ""]
+              "clock's own cost,%s, is subtracted from every pair, so a figure of 0 ns is a pair that took "
+              "no longer than an empty one)." % (", ".join(clocks), cost or " measured at start"), ""]
     L.append("Allocators: " + ", ".join("%s (%s)" % (a, describe_allocator(a, meta)) for a in names) + ".")
     for note in meta.get("notes") or []:
         L += ["", "Not measured: " + note]
     if meta.get("packages"):
         L += ["", "Packages: " + ", ".join(meta["packages"][k] for k in sorted(meta["packages"]))]
     return "\n".join(L) + "\n"
+
+
+def _num(v):
+    """A number as written: 20.0 as 20, 12.5 as 12.5."""
+    return ("%.1f" % v).rstrip("0").rstrip(".")
 
 
 def _burst_mb(meta, cells):

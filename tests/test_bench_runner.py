@@ -706,7 +706,8 @@ def test_fmt_ns_and_nines():
 def _lat_record(cell, alloc, r, p50, p9999, **extra):
     res = {"bench": "latency", "threads": 4, "ops": 80000, "seconds": 0.01, "ops_per_sec": 8e6,
            "peak_rss_kb": 20000, "p50_ns": p50, "p90_ns": p50 * 2, "p99_ns": p50 * 10, "p999_ns": p50 * 100,
-           "p9999_ns": p9999, "max_ns": p9999 * 10, "mean_ns": p50 * 1.5, "clock": "tsc", "bursts": 3}
+           "p9999_ns": p9999, "max_ns": p9999 * 10, "mean_ns": p50 * 1.5, "clock": "tsc", "bursts": 3,
+           "clock_overhead_ns": 20.0 if r < 2 else 12.5}
     res.update(extra)
     return {"cell": cell, "allocator": alloc, "run": r, "rc": 0, "result": res, "error": None, "cmd": "x"}
 
@@ -740,6 +741,7 @@ def test_latency_summary_and_markdown():
     assert "| 2 µs – 90 µs | 8.0 | 1 | 41 |" in md and "≥ 10 µs" in md
     assert "| hakmem [1 failed] | **11 ns** | **22 ns** | **110 ns** | **1.1 µs** | **3 µs** | **30 µs** |" in md
     assert "Failed runs" in md and "Clock: tsc" in md
+    assert "own cost, 12.5 ns to 20 ns in the runs, is subtracted" in md and "0 ns is a pair" in md
 
 
 def test_latency_chart(tmp_path):
