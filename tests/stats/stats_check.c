@@ -7,6 +7,7 @@
  * and a change of one is counted. Ends with check.h's summary line; exit status 1 on a
  * failure. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include "hakmem.h"
@@ -18,6 +19,30 @@ static void *blocks[N];
 static void *free_half(void *arg) {
     (void)arg;
     for (int i = 0; i < N; i += 2) { hak_free(blocks[i]); blocks[i] = NULL; }
+    return NULL;
+}
+
+/* Huge blocks of 1-4 MiB from several threads at once, every seventh grown by realloc: each
+ * allocation is counted once with a BigCache hit or a miss, and freed once. (huge.c writes
+ * these counters under its lock with plain adds; a writer outside the lock could lose a
+ * count here, in a run where two threads meet in it.) */
+enum { HT = 4, HN = 400 };
+static void *huge_churn(void *arg) {
+    unsigned long long r = (uintptr_t)arg * 7919 + 1;
+    void *ring[4] = { 0 };
+    for (int i = 0; i < HN; i++) {
+        int k = i % 4;
+        hak_free(ring[k]);
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        size_t sz = ((size_t)1 << 20) + 1 + (size_t)(r >> 40) % ((size_t)3 << 20);
+        char *p = hak_malloc(sz);
+        if (p != NULL) {
+            p[0] = 1;
+            if (i % 7 == 0) p = hak_realloc(p, sz + ((size_t)1 << 20));
+        }
+        ring[k] = p;
+    }
+    for (int k = 0; k < 4; k++) hak_free(ring[k]);
     return NULL;
 }
 
@@ -87,6 +112,24 @@ int main(void) {
           c.pool_dirty, c.bigcache, c.bigcache_dirty);
     CHECK(c.in_use == a.in_use && c.huge_in_use == 0 && c.span_bytes == 0, "%zu %zu %zu",
           c.in_use, c.huge_in_use, c.span_bytes);
+
+    /* huge blocks from HT threads at once: every count adds up */
+    hak_stats_t d, e;
+    hak_stats_get(&d);
+    pthread_t ht[HT];
+    for (int i = 0; i < HT; i++)
+        REQUIRE(pthread_create(&ht[i], NULL, huge_churn, (void *)(uintptr_t)(i + 1)) == 0);
+    for (int i = 0; i < HT; i++) pthread_join(ht[i], NULL);
+    hak_stats_get(&e);
+    unsigned long long hallocs = e.huge_allocs - d.huge_allocs, hfrees = e.huge_frees - d.huge_frees;
+    unsigned long long hits = e.bigcache_hits - d.bigcache_hits;
+    unsigned long long misses = e.bigcache_misses - d.bigcache_misses;
+    CHECK(hallocs == hfrees && hallocs >= (unsigned long long)HT * HN, "%llu allocs, %llu frees",
+          hallocs, hfrees);
+    CHECK(e.huge_live == d.huge_live, "%llu %llu", e.huge_live, d.huge_live);
+    CHECK(hits + misses == hallocs && hits > 0, "%llu hits + %llu misses, %llu allocs", hits,
+          misses, hallocs);
+    CHECK(e.huge_peak >= d.huge_live + 2, "%llu", e.huge_peak);
 
     /* the learned parameters: the current policy's, until a learning layer adapts them */
     const char *name;
