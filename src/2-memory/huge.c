@@ -107,13 +107,24 @@ static void huge_unlock(void) {
     if (work != NULL) purge_list_run(work);
 }
 
-/* The huge blocks' counters are written under huge_lock only, so each is a plain add, not
- * a locked instruction (five of those a malloc+free pair cost some 40% of a pair served
- * from the BigCache). */
-static void count_alloc(bool miss) {
+/* The huge blocks' counters and live_bytes are written under huge_lock only, so each is a
+ * plain add, not a locked instruction (seven of those a malloc+free pair cost half of a pair
+ * served from the BigCache). A block is counted live when its mapping is chosen, before the
+ * lock is dropped; one whose mapping then fails is uncounted (uncount_alloc). */
+static void add_live(size_t bytes) { relaxed_store(&live_bytes, relaxed_load(&live_bytes) + bytes); }
+static void count_alloc(bool miss, size_t size) {
     HAK_STAT_ADD_LOCKED(huge_allocs, 1);
     HAK_STAT_ADD_LOCKED(huge_live, 1);
     if (miss) HAK_STAT_ADD_LOCKED(bigcache_misses, 1);
+    add_live(size);
+}
+static void uncount_alloc(size_t size) {
+    HAK_LOCK(&huge_lock, HUGE);
+    HAK_STAT_ADD_LOCKED(huge_allocs, (uint64_t)-1);          /* (it was no allocation) */
+    HAK_STAT_ADD_LOCKED(huge_live, (uint64_t)-1);
+    HAK_STAT_ADD_LOCKED(bigcache_misses, (uint64_t)-1);
+    add_live(-size);
+    hak_unlock(&huge_lock);
 }
 
 size_t _hak_huge_cached(void) { return relaxed_load(&cache_unpurged); }
@@ -396,8 +407,7 @@ static void *make_live(hak_huge_t *h, size_t size, size_t off) {
     h->state = HUGE_LIVE;
     h->sampled = 0;                  /* (the profiler marks it after, if it is sampled) */
     size_t end = hak_align_up(off + size, HAK_PAGE);
-    if (h->used < end) h->used = end;
-    HAK_RMW(HUGE, atomic_fetch_add_explicit(&live_bytes, size, memory_order_relaxed));
+    if (h->used < end) h->used = end;            /* (live_bytes counted it: count_alloc) */
     HAK_OS(HUGE, _hak_os_thp_cover(h, off + size, &h->thp_len));
     return (char *)h + off;
 }
@@ -418,7 +428,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     hak_huge_t *grow = h == NULL && malign == HAK_SS_SIZE ? cache_take_largest() : NULL;
     if (h == NULL) note_miss(maplen, now);
     /* (counted here: a miss grows a cached mapping or maps a fresh one, fresh memory either way) */
-    count_alloc(h == NULL);
+    count_alloc(h == NULL, size);
     if (cache != NULL) purge_cache_locked(false);
     huge_unlock();
     unmap_tail(tail, tail_len);
@@ -437,10 +447,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     void *base = HAK_OS(HUGE, _hak_os_map_aligned(maplen, malign));
     if (base == NULL || !_hak_chunkmap_add_huge(base, base, maplen)) {
         if (base) HAK_OS(HUGE, _hak_os_unmap(base, maplen));
-        HAK_LOCK(&huge_lock, HUGE);
-        HAK_STAT_ADD_LOCKED(huge_allocs, (uint64_t)-1);          /* (it was no allocation) */
-        HAK_STAT_ADD_LOCKED(huge_live, (uint64_t)-1);
-        hak_unlock(&huge_lock);
+        uncount_alloc(size);
         return NULL;
     }
     HAK_STAT_ADD(huge_mapped, maplen);
@@ -456,11 +463,11 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
 
 void _hak_huge_free(hak_huge_t *h, void *p) {
     if (!_hak_huge_check(h, p, "free")) return;
-    HAK_RMW(HUGE, atomic_fetch_sub_explicit(&live_bytes, h->size, memory_order_relaxed));
     uint64_t now = _hak_now_ms();
     HAK_LOCK(&huge_lock, HUGE);
     HAK_STAT_ADD_LOCKED(huge_frees, 1);
     HAK_STAT_ADD_LOCKED(huge_live, (uint64_t)-1);
+    add_live(-h->size);
     hak_assert(slack_bytes >= slack_of(h));
     slack_bytes -= slack_of(h);
     size_t limit = budget(now);
@@ -551,25 +558,29 @@ static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
     return dst;
 }
 
-/* A live block's slack goes from old_slack to new_slack: accounted, if the budget allows a
- * growth (false: it does not, nothing changed). */
-static bool slack_resize(size_t old_slack, size_t new_slack) {
-    if (new_slack == old_slack) return true;
+/* A live block's slack goes from old_slack to new_slack and its size by live_delta bytes
+ * (mod 2^64): accounted, if the budget allows a growth of the slack (false: it does not,
+ * nothing changed). */
+static bool slack_resize(size_t old_slack, size_t new_slack, size_t live_delta) {
+    if (new_slack == old_slack && live_delta == 0) return true;
     uint64_t now = _hak_now_ms();
     HAK_LOCK(&huge_lock, HUGE);
-    bool ok = new_slack < old_slack ||
+    bool ok = new_slack <= old_slack ||
               cache_bytes + slack_bytes + (new_slack - old_slack) <= budget(now);
-    if (ok) slack_bytes = slack_bytes - old_slack + new_slack;
+    if (ok) {
+        slack_bytes = slack_bytes - old_slack + new_slack;
+        add_live(live_delta);
+    }
     huge_unlock();
     return ok;
 }
 
-/* A live block took a new size in its mapping of newlen bytes (slack accounted already). */
+/* A live block took a new size in its mapping of newlen bytes (slack and live bytes
+ * accounted already: slack_resize). */
 static void *resized(hak_huge_t *h, size_t size, size_t newlen) {
     size_t end = hak_align_up(h->offset + size, HAK_PAGE);
     if (h->used < end) h->used = end;            /* the program may write all of it */
     h->maplen = newlen;
-    HAK_RMW(HUGE, atomic_fetch_add_explicit(&live_bytes, size - h->size, memory_order_relaxed));  /* mod 2^64 */
     h->size = size;
     HAK_OS(HUGE, _hak_os_thp_cover(h, h->offset + size, &h->thp_len));
     return (char *)h + h->offset;
@@ -583,12 +594,13 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     size_t need = h->offset + size;
     size_t newlen = chunks_for(h->offset, size);
     size_t old_slack = slack_of(h);
+    size_t live_delta = size - h->size;                  /* (read now: h may move below) */
     if (newlen <= h->maplen && (newlen > h->maplen / 2 || newlen >= chunks_for(h->offset, h->size))) {
         /* fits the mapping we have (a reused mapping may be larger than the block): kept
          * whole if its resident tail stays within the budget */
         size_t end = hak_align_up(need, HAK_PAGE);
         size_t used = h->used > end ? h->used : end;
-        if (slack_resize(old_slack, used > newlen ? used - newlen : 0))
+        if (slack_resize(old_slack, used > newlen ? used - newlen : 0, live_delta))
             return resized(h, size, h->maplen);
     }
     if (newlen < h->maplen) {               /* shrink a lot: give the tail back */
@@ -599,7 +611,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         HAK_STAT_SUB(huge_mapped, tlen);
         if (h->thp_len > newlen) h->thp_len = newlen;
         if (h->used > newlen) h->used = newlen;
-        slack_resize(old_slack, 0);
+        slack_resize(old_slack, 0, live_delta);
         return resized(h, size, newlen);
     }
     size_t oldlen = h->maplen;
@@ -623,10 +635,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         note_alloc(now);
         hak_huge_t *c = cache_take(chunks_for(HAK_HUGE_HDR, size), HAK_SS_SIZE, budget(now),
                                    now, &tail, &tail_len);
-        if (c != NULL) {                    /* the old block is counted as freed (below) */
-            HAK_STAT_ADD_LOCKED(huge_allocs, 1);
-            HAK_STAT_ADD_LOCKED(huge_live, 1);
-        }
+        if (c != NULL) count_alloc(false, size);   /* the old block is counted as freed (below) */
         huge_unlock();
         unmap_tail(tail, tail_len);
         if (c != NULL) {
@@ -651,7 +660,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     }
     HAK_STAT_ADD(huge_mapped, newlen - oldlen);
     _hak_counters_note_mapped();
-    slack_resize(old_slack, 0);             /* used <= oldlen < newlen: no slack left */
+    slack_resize(old_slack, 0, live_delta);   /* used <= oldlen < newlen: no slack left */
     errno = saved;
     return resized(nh, size, newlen);
 }
