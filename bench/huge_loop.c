@@ -11,13 +11,17 @@
  * The result line reports the live set's bound (live_max_kb) beside the usual peak RSS and
  * minor page faults. With --touch=0 only a block's first and last byte are written, so the
  * loop measures the allocator's own path for huge blocks (a cached mapping found and given
- * back) rather than the kernel's page faults. */
+ * back) rather than the kernel's page faults. --spare=K has each thread allocate K blocks
+ * and free them all before its clock starts: what the allocator keeps of them is its cache
+ * when the loop begins (a program that let a working set of huge blocks go and goes on with
+ * a few). */
 #include "bench_common.h"
 
 struct worker {
     struct bench_thread th;  /* first: the thread, and its own clock readings */
     long long ops;
     long long live;
+    long long spare;
     int touch;
     size_t lo, hi;
     uint64_t rng;
@@ -50,6 +54,22 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     void **ring = calloc((size_t)w->live, sizeof *ring);
+    void **spare = calloc((size_t)w->spare + 1, sizeof *spare);
+    if (ring == NULL || spare == NULL) {
+        fprintf(stderr, "calloc failed\n");
+        exit(3);
+    }
+    for (long long k = 0; k < w->spare; k++) {
+        size_t sz = rng_range(&w->rng, w->lo, w->hi);
+        if ((spare[k] = malloc(sz)) == NULL) {
+            fprintf(stderr, "malloc(%zu) returned NULL\n", sz);
+            exit(3);
+        }
+        ((volatile unsigned char *)spare[k])[0] = 1;
+    }
+    for (long long k = 0; k < w->spare; k++)
+        free(spare[k]);
+    free(spare);
     bench_thread_begin(&w->th);
     bench_kernel(ring, w->live, w->ops, w->lo, w->hi, &w->rng, w->touch);
     bench_thread_end(&w->th);
@@ -61,7 +81,8 @@ static void *worker_main(void *arg)
 
 int main(int argc, char **argv)
 {
-    long long threads = 1, ops = 2000, live = 2, lo = 5 << 20, hi = 25 << 20, seed = 42, touch = 1;
+    long long threads = 1, ops = 2000, live = 2, lo = 5 << 20, hi = 25 << 20, seed = 42, touch = 1,
+              spare = 0;
     struct bench_opt opt[] = {
         {"threads", &threads, "worker threads"},
         {"ops", &ops, "operations in total (malloc + touch + free of the oldest)"},
@@ -70,12 +91,13 @@ int main(int argc, char **argv)
         {"max", &hi, "largest request in bytes"},
         {"seed", &seed, "PRNG seed (thread i uses seed+i)"},
         {"touch", &touch, "1: write a byte in every page; 0: the first and last byte only"},
+        {"spare", &spare, "blocks each thread allocates and frees before its clock starts"},
     };
     bench_parse(argc, argv, "Huge blocks allocated, touched and freed in a loop.", opt,
                 BENCH_NOPTS(opt));
     bench_require(threads >= 1 && threads <= 64 && ops >= threads && live > 0 && lo > 0 && hi >= lo
-                      && (touch == 0 || touch == 1),
-                  "need 1<=threads<=64, ops>=threads, live>0, 0<min<=max, touch 0 or 1");
+                      && (touch == 0 || touch == 1) && spare >= 0 && spare <= 4096,
+                  "need 1<=threads<=64, ops>=threads, live>0, 0<min<=max, touch 0 or 1, 0<=spare<=4096");
 
     struct worker *w = calloc((size_t)threads, sizeof *w);
     pthread_barrier_t start;
@@ -83,13 +105,13 @@ int main(int argc, char **argv)
     for (long long t = 0; t < threads; t++)
         w[t] = (struct worker){.ops = ops / threads, .live = live, .lo = (size_t)lo,
                                .hi = (size_t)hi, .rng = rng_seed((uint64_t)(seed + t)),
-                               .touch = (int)touch};
+                               .touch = (int)touch, .spare = spare};
     bench_threads_start(w, sizeof *w, threads, worker_main, &start);
     pthread_barrier_wait(&start);
     double seconds = bench_threads_join(w, sizeof *w, threads);
     bench_report("huge_loop", threads, (ops / threads) * threads, seconds,
-                 "live=%lld min=%lld max=%lld live_max_kb=%lld seed=%lld touch=%lld", live, lo, hi,
-                 threads * live * hi / 1024, seed, touch);
+                 "live=%lld min=%lld max=%lld live_max_kb=%lld seed=%lld touch=%lld spare=%lld", live,
+                 lo, hi, threads * live * hi / 1024, seed, touch, spare);
     free(w);
     return 0;
 }
