@@ -294,6 +294,7 @@ static hak_huge_t *cache_take(size_t need, size_t malign, size_t limit, uint64_t
         hak_huge_t *h = *pp;
         if (h->maplen < need || ((uintptr_t)h & (malign - 1)) != 0) continue;
         if (best == NULL || h->maplen < (*best)->maplen) best = pp;
+        if (h->maplen == need) break;     /* none fits better: the walk reads a page a mapping */
     }
     if (best == NULL) return NULL;
     hak_huge_t *h = *best;
