@@ -2067,7 +2067,7 @@ def latency_markdown(cells, allocs, summary, meta):
     if clocks:
         cost = ""
         if costs:
-            cost = " %s ns%s" % (_num(costs[0]), " to %s ns in the runs" % _num(costs[-1]) if len(costs) > 1 else "")
+            cost = " %g ns%s" % (costs[0], " to %g ns in the runs" % costs[-1] if len(costs) > 1 else "")
         L += ["Clock: %s (bench/latency.c: rdtsc where the TSC is invariant, else clock_gettime; the "
               "clock's own cost,%s, is subtracted from every pair, so a figure of 0 ns is a pair that took "
               "no longer than an empty one)." % (", ".join(clocks), cost or " measured at start"), ""]
@@ -2077,11 +2077,6 @@ def latency_markdown(cells, allocs, summary, meta):
     if meta.get("packages"):
         L += ["", "Packages: " + ", ".join(meta["packages"][k] for k in sorted(meta["packages"]))]
     return "\n".join(L) + "\n"
-
-
-def _num(v):
-    """A number as written: 20.0 as 20, 12.5 as 12.5."""
-    return ("%.1f" % v).rstrip("0").rstrip(".")
 
 
 def _burst_mb(meta, cells):
