@@ -55,6 +55,10 @@
 #include "2-memory/chunkmap.h"
 #include "2-memory/huge.h"
 
+/* Every call reads the clock once, with huge_lock held, and what it compares under the lock
+ * (cached_at, the peak's window, a drain's time) was read under it too: a reading taken
+ * before the lock could be older than one another thread stored meanwhile, and the unsigned
+ * differences would wrap (a mapping purged at once, the peak's window moved on). */
 static pthread_mutex_t huge_lock = HAK_LOCK_INIT;
 static hak_huge_t *cache;          /* most recently freed first */
 static size_t cache_bytes;         /* the cached mappings' lengths */
@@ -93,7 +97,7 @@ static _Atomic bool drains;
 static hak_huge_t *purge_list;
 
 static void purge_list_run(hak_huge_t *list);
-static size_t purge_cache_locked(bool all);
+static size_t purge_cache_locked(bool all, uint64_t now);
 
 /* The cached mappings not purged, kept as they come and go rather than found by a walk of
  * the cache, which reads every mapping's header (a page each): with 30 mappings cached, the
@@ -247,7 +251,7 @@ static void note_free(size_t maplen, uint64_t now) {
     if (run_bytes <= ((size_t)hak_opt_live(bigcache_mb) << 20) << drain_shift) return;
     size_t recent = window_peak();
     if (relaxed_load(&live_bytes) > recent / 8) return;
-    if (purge_cache_locked(true) > 0) drained_at = now > 0 ? now : 1;
+    if (purge_cache_locked(true, now) > 0) drained_at = now > 0 ? now : 1;
 }
 
 void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak) {
@@ -370,10 +374,11 @@ static void unmap_tail(void *tail, size_t len) {
     HAK_OS(HUGE, _hak_os_unmap(tail, len));
 }
 
-/* Under huge_lock: the cached mappings unused for the purge delay (all: every one not
- * purged) leave the cache for huge_unlock to purge. Returns their bytes. */
-static size_t purge_cache_locked(bool all) {
-    uint32_t now = (uint32_t)_hak_now_ms(), delay = (uint32_t)hak_opt_live(purge_delay_ms);
+/* Under huge_lock, at `now` (read under it): the cached mappings unused for the purge
+ * delay (all: every one not purged) leave the cache for huge_unlock to purge. Returns their
+ * bytes. */
+static size_t purge_cache_locked(bool all, uint64_t now_ms) {
+    uint32_t now = (uint32_t)now_ms, delay = (uint32_t)hak_opt_live(purge_delay_ms);
     if (unpurged_bytes == 0 || (!all && now - unpurged_since < delay)) return 0;
     size_t bytes = 0;
     uint32_t since = now;
@@ -451,8 +456,8 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
 
     void *tail;
     size_t tail_len;
-    uint64_t now = _hak_now_ms();
     HAK_LOCK(&huge_lock, HUGE);
+    uint64_t now = _hak_now_ms();
     recent_need[recent_next++ % HAK_HUGE_RECENT] = maplen;
     note_alloc(now);
     hak_huge_t *h = cache_take(maplen, malign, budget(now), now, &tail, &tail_len);
@@ -460,7 +465,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     if (h == NULL) note_miss(maplen, now);
     /* (counted here: a miss grows a cached mapping or maps a fresh one, fresh memory either way) */
     count_alloc(h == NULL, size);
-    if (cache != NULL) purge_cache_locked(false);
+    if (cache != NULL) purge_cache_locked(false, now);
     huge_unlock();
     unmap_tail(tail, tail_len);
     _hak_counters_note_huge();
@@ -494,8 +499,8 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
 
 void _hak_huge_free(hak_huge_t *h, void *p) {
     if (!_hak_huge_check(h, p, "free")) return;
-    uint64_t now = _hak_now_ms();
     HAK_LOCK(&huge_lock, HUGE);
+    uint64_t now = _hak_now_ms();
     HAK_STAT_ADD_LOCKED(huge_frees, 1);
     HAK_STAT_ADD_LOCKED(huge_live, (uint64_t)-1);
     add_live(-h->size);
@@ -527,7 +532,7 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
         old->next = evict;
         evict = old;
     }
-    purge_cache_locked(false);
+    purge_cache_locked(false, now);
     note_free(h->maplen, now);
     huge_unlock();
     while (evict != NULL) {
@@ -596,8 +601,8 @@ static hak_huge_t *huge_move(hak_huge_t *h, size_t newlen) {
  * nothing changed). */
 static bool slack_resize(size_t old_slack, size_t new_slack, size_t live_delta) {
     if (new_slack == old_slack && live_delta == 0) return true;
-    uint64_t now = _hak_now_ms();
     HAK_LOCK(&huge_lock, HUGE);
+    uint64_t now = _hak_now_ms();
     bool ok = new_slack <= old_slack ||
               cache_bytes + slack_bytes + (new_slack - old_slack) <= budget(now);
     if (ok) {
@@ -663,8 +668,8 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     if (nh == NULL) {
         void *tail;
         size_t tail_len;
-        uint64_t now = _hak_now_ms();
         HAK_LOCK(&huge_lock, HUGE);
+        uint64_t now = _hak_now_ms();
         note_alloc(now);
         hak_huge_t *c = cache_take(chunks_for(HAK_HUGE_HDR, size), HAK_SS_SIZE, budget(now),
                                    now, &tail, &tail_len);
@@ -700,7 +705,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
 
 size_t _hak_huge_purge_tick(void) {
     HAK_LOCK(&huge_lock, HUGE);
-    purge_cache_locked(false);
+    purge_cache_locked(false, _hak_now_ms());
     huge_unlock();
     return _hak_huge_cached();
 }
@@ -715,7 +720,7 @@ size_t _hak_huge_purge(bool all) {
         cache_bytes = 0;
         unpurged_bytes = 0;
     } else {
-        bytes = purge_cache_locked(false);
+        bytes = purge_cache_locked(false, _hak_now_ms());
     }
     huge_unlock();
     while (list != NULL) {
