@@ -218,11 +218,14 @@ def huge_loop(learn, variant="preload", env=None, idle_ms=0):
     end = got["end"]
     over = re.search(r"^rss over_live_mib=(-?\d+)$", r.stdout, re.M)
     assert over, r.stdout
+    first = re.search(r"^first_change step=(-?\d+) missed=([01])$", r.stdout, re.M)
+    assert first, r.stdout
     return {"start": int(got["start"].group(2)), "end": int(end.group(2)),
             "over": int(over.group(1)),
             "changes": int(end.group(3)), "misses": int(end.group(4)),
             "peak": int(end.group(5)), "after_free": int(got["after_free"].group(2)),
-            "idle": int(got["idle"].group(2)) if "idle" in got else None}
+            "idle": int(got["idle"].group(2)) if "idle" in got else None,
+            "first_step": int(first.group(1)), "first_missed": int(first.group(2))}
 
 
 @pytest.mark.parametrize("variant", ["preload", "static"])
@@ -238,6 +241,9 @@ def test_bigcache_grows_for_reuse_within_the_peak_and_shrinks_when_it_stops(vari
     on = huge_loop("balanced", variant, idle_ms=2500)
     assert on["start"] == off["start"] == 64, (on, off)
     assert on["end"] > on["start"] and on["changes"] >= 1, on
+    # at once: the malloc that counted the first regret moved the bound (a miss), not a
+    # tick up to 100 ms later (a third of this loop's mallocs miss at the start's bound)
+    assert on["first_step"] >= 0 and on["first_missed"] == 1, on
     assert on["end"] <= max(on["start"], on["peak"] // 2), on
     assert off["misses"] >= 30 and on["misses"] * 3 <= off["misses"], (on, off)
     # held (cached mappings and slack) within the budget: under off the bound plus half the

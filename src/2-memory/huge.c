@@ -223,6 +223,8 @@ static void note_miss(size_t maplen, uint64_t now) {
     }
 }
 
+uint64_t _hak_huge_regret(void) { return relaxed_load(&regret_bytes); }
+
 void _hak_huge_learned_floor(long mb) { relaxed_store(&learned_floor_mb, mb); }
 void _hak_huge_drains(bool on) { relaxed_store(&drains, on); }
 

@@ -26,6 +26,8 @@ pthread_mutex_t *_hak_huge_fork(hak_fork_phase_t phase);
  * on to now). */
 #define HAK_HUGE_REGRET_MS 1000
 void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak);
+/* The regret total alone, read without the lock (the learning layer's early look). */
+uint64_t _hak_huge_regret(void);
 /* The learning layer moves HAKMEM_BIGCACHE_MB up from mb: the part above it is bounded by
  * the live huge bytes at every call. */
 void _hak_huge_learned_floor(long mb);

@@ -64,7 +64,8 @@ static const hak_objective_t *obj;
 static bool learn_delay, learn_cap, learn_big;    /* not given explicitly */
 static int i_delay = -1, i_cap = -1, i_big = -1;  /* in the table */
 static long big_start;                            /* bigcache_mb's value at the start */
-static uint64_t last_regret, last_huge_allocs, big_idle_since;
+static _Atomic uint64_t last_regret;              /* (read without tick_lock: regretted) */
+static uint64_t last_huge_allocs, big_idle_since;
 static pthread_mutex_t tick_lock = HAK_LOCK_INIT;
 static _Atomic uint64_t next_tick_ms;
 static uint64_t last_purged, last_refaulted;      /* tick_lock, and the two below (the
@@ -179,24 +180,32 @@ static void bigcache_step(uint64_t now) {
     if (ceiling > obj->big_hi) ceiling = obj->big_hi;
     if (ceiling < big_start) ceiling = big_start;
     if (allocs != last_huge_allocs) big_idle_since = now;
-    if (regret - last_regret >= MIB) want = cur * 2;
+    if (regret - relaxed_load(&last_regret) >= MIB) want = cur * 2;
     else if (mode != HAK_LEARN_SPEED && now - big_idle_since >= HAK_REFAULT_WINDOW_MS) {
         want = cur / 2;
         big_idle_since = now;
     }
-    last_regret = regret;
+    relaxed_store(&last_regret, regret);
     last_huge_allocs = allocs;
     if (want > ceiling) want = ceiling;
     if (want < big_start) want = big_start;
     if (want != cur && !_hak_option_explicit(&_hak_opt.bigcache_mb)) _hak_learned_set(i_big, want);
 }
 
-/* The purge decision, every HAK_LEARN_TICK_MS and at a burst of refaults, by whoever
- * comes first. */
+/* A regret since the BigCache's last step: the bound doubles now, not at the next tick.
+ * Each mapping given back meanwhile for the bound's sake is one a program that cycles
+ * through huge buffers faults in again (huge_ws: its first regret came 440 ms into a 600 ms
+ * run, and waiting for the tick after it cost 6,000 page faults; docs/BENCHMARKS.md). */
+static bool regretted(void) {
+    return learn_big && _hak_huge_regret() - relaxed_load(&last_regret) >= MIB;
+}
+
+/* The purge decision, every HAK_LEARN_TICK_MS and at a burst of refaults or a regret, by
+ * whoever comes first. */
 void _hak_learn_tick(uint64_t now) {
-    if (mode == HAK_LEARN_OFF || (now < relaxed_load(&next_tick_ms) && !burst())) return;
+    if (mode == HAK_LEARN_OFF || (now < relaxed_load(&next_tick_ms) && !burst() && !regretted())) return;
     if (!HAK_TRYLOCK(&tick_lock, LEARNING)) return;
-    if (now >= relaxed_load(&next_tick_ms) || burst()) {
+    if (now >= relaxed_load(&next_tick_ms) || burst() || regretted()) {
         relaxed_store(&next_tick_ms, now + HAK_LEARN_TICK_MS);
         uint64_t purged, refaulted;
         _hak_pool_signals(&purged, &refaulted);

@@ -18,6 +18,9 @@
  *     start bigcache_mb=M
  *     end bigcache_mb=M changes=N misses_second_half=K peak_live_mib=P
  *     rss over_live_mib=R          (the most RSS passed the start plus the live buffers)
+ *     first_change step=S missed=M (the step whose malloc first moved the bound, and whether
+ *                                   that malloc missed the BigCache: a regret moves it at
+ *                                   once, in the call that counted it; -1 and 0: never)
  *     idle bigcache_mb=M                                  (with --idle-ms)
  *     after_free bigcache_mib=B
  *
@@ -100,6 +103,8 @@ int main(int argc, char **argv)
     long start = 0, end = 0;
     unsigned long long changes = 0;
     uint64_t misses_half = 0;
+    long first_step = -1;
+    int first_missed = 0;
     hak_stats_t st;
     free(malloc(1));                                   /* (hakmem set up: its table filled) */
     if (hakmem) bigcache(&start, &changes);
@@ -116,8 +121,23 @@ int main(int argc, char **argv)
             total -= len[k];
         }
         len[k] = (size_t)lo * MiB + next_rand() % ((size_t)(hi - lo) * MiB);
+        unsigned long long missed_before = 0;
+        if (hakmem && first_step < 0) {
+            hak_stats_get(&st);
+            missed_before = st.bigcache_misses;
+        }
         buf[k] = malloc(len[k]);
         REQUIRE(buf[k] != NULL);
+        if (hakmem && first_step < 0) {
+            long now_mb;
+            unsigned long long ch;
+            bigcache(&now_mb, &ch);
+            if (now_mb != start) {
+                hak_stats_get(&st);
+                first_step = i;
+                first_missed = st.bigcache_misses > missed_before;
+            }
+        }
         fill(buf[k], len[k]);
         total += len[k];
         if (total > peak) peak = total;
@@ -131,6 +151,7 @@ int main(int argc, char **argv)
         printf("end bigcache_mb=%ld changes=%llu misses_second_half=%llu peak_live_mib=%zu\n", end,
                changes, (unsigned long long)(st.bigcache_misses - misses_half), peak / MiB);
         printf("rss over_live_mib=%ld\n", over / MiB);
+        printf("first_change step=%ld missed=%d\n", first_step, first_missed);
     }
     long idle_ms = arg(argc, argv, "--idle-ms", 0);
     if (idle_ms > 0) {
