@@ -138,18 +138,17 @@ static void huge_unlock(void) {
  * served from the BigCache). A block is counted live when its mapping is chosen, before the
  * lock is dropped; one whose mapping then fails is uncounted (uncount_alloc). */
 static void add_live(size_t bytes) { relaxed_store(&live_bytes, relaxed_load(&live_bytes) + bytes); }
-static void count_alloc(bool miss, size_t size) {
-    HAK_STAT_ADD_LOCKED(huge_allocs, 1);
-    HAK_STAT_ADD_LOCKED(huge_live, 1);
-    if (miss) HAK_STAT_ADD_LOCKED(bigcache_misses, 1);
-    add_live(size);
+/* n: 1 for an allocation, -1 (mod 2^64) to take one back */
+static void count_allocs(uint64_t n, bool miss, size_t size) {
+    HAK_STAT_ADD_LOCKED(huge_allocs, n);
+    HAK_STAT_ADD_LOCKED(huge_live, n);
+    if (miss) HAK_STAT_ADD_LOCKED(bigcache_misses, n);
+    add_live(size * n);
 }
-static void uncount_alloc(size_t size) {
+static void count_alloc(bool miss, size_t size) { count_allocs(1, miss, size); }
+static void uncount_alloc(size_t size) {               /* (a miss that was no allocation) */
     HAK_LOCK(&huge_lock, HUGE);
-    HAK_STAT_ADD_LOCKED(huge_allocs, (uint64_t)-1);          /* (it was no allocation) */
-    HAK_STAT_ADD_LOCKED(huge_live, (uint64_t)-1);
-    HAK_STAT_ADD_LOCKED(bigcache_misses, (uint64_t)-1);
-    add_live(-size);
+    count_allocs((uint64_t)-1, true, size);
     hak_unlock(&huge_lock);
 }
 
@@ -467,7 +466,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     if (h == NULL) note_miss(maplen, now);
     /* (counted here: a miss grows a cached mapping or maps a fresh one, fresh memory either way) */
     count_alloc(h == NULL, size);
-    if (cache != NULL) purge_cache_locked(false, now);
+    purge_cache_locked(false, now);
     huge_unlock();
     unmap_tail(tail, tail_len);
     _hak_counters_note_huge();
