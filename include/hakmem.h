@@ -90,7 +90,8 @@ typedef struct hak_stats_s {
     /* Free memory hakmem holds for reuse, now (resident unless purged): */
     size_t cached_tiny, cached_mid, cached_large; /* free blocks in thread caches, per tier */
     size_t pool_dirty;                      /* free span units not yet purged */
-    size_t bigcache, bigcache_dirty;        /* freed huge mappings kept; of them not purged */
+    size_t bigcache, bigcache_dirty;        /* freed huge mappings kept (threads' kept blocks
+                                               included); of them not purged */
     unsigned long long huge_peak;           /* the most huge blocks live at once */
     size_t huge_mapped_peak;                /* the most bytes mapped for huge blocks at once */
 } hak_stats_t;

@@ -3,7 +3,7 @@
  * Many threads (64 by default, on however few cores) allocate blocks of every tier with
  * every allocation function, realloc them, and trade them through shared slots, so that
  * most blocks are freed by a thread other than the one that allocated them, often after
- * that thread has exited. Threads end after a random number of steps and are replaced.
+ * that thread has exited; now and then one calls malloc_trim(0). Threads end after a random number of steps and are replaced.
  * Every few seconds one of them forks: the child checks what it inherited, allocates and
  * frees on its own (with an alarm as a deadlock guard) and exits 0; the parent checks that.
  *
@@ -46,6 +46,7 @@
 #define S_MEMALIGN hak_memalign
 #define S_FREE hak_free
 #define S_USABLE hak_usable_size
+#define S_TRIM hak_trim
 #else
 #include <malloc.h>
 #define S_MALLOC malloc
@@ -56,6 +57,7 @@
 #define S_MEMALIGN memalign
 #define S_FREE free
 #define S_USABLE malloc_usable_size
+#define S_TRIM malloc_trim
 #endif
 
 #define LOCAL_SLOTS 32        /* blocks each thread holds */
@@ -504,6 +506,10 @@ static void *worker_main(void *arg)
                 fail("usable size of %p is %zu < %zu", (void *)b->p, S_USABLE(b->p), b->size);
         }
         c.ops++;
+        /* now and then everything free goes back, other threads' kept huge blocks too,
+         * while they may be taking them (src/2-memory/huge.c) */
+        if ((r >> 40) % 4096 == 0)
+            S_TRIM(0);
         int want = FORK_WANTED;
         if (atomic_load_explicit(&fork_state, memory_order_relaxed) == FORK_WANTED &&
             atomic_compare_exchange_strong(&fork_state, &want, FORK_RUNNING)) {

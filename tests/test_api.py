@@ -169,6 +169,19 @@ def test_huge_loop_rss_under_bigcache_sizes(cap):
     assert_checks_passed(r, "huge_loop_rss")
 
 
+@pytest.mark.serial                 # (memory back after the purge delay: the clock)
+@pytest.mark.parametrize("variant", VARIANTS + ["debug"])
+def test_huge_kept_block(variant):
+    """A thread's last freed huge block, kept for its next huge malloc (src/2-memory/huge.c,
+    "Kept blocks"): the same block back with calloc's zeroes, the statistics counting it
+    freed, and its memory back at malloc_trim, at the thread's exit, at the next huge call
+    past the purge delay and, for an idle thread, by the purge thread (libhakmem.a has
+    none); a forked child takes the parent's."""
+    r = run_program("huge_kept", ["--no-purge-thread"] if variant == "static" else [],
+                    variant=variant, timeout=120, env={"HAKMEM_PURGE_DELAY_MS": "200"})
+    assert_checks_passed(r, "huge_kept")
+
+
 # hakmem's options change which paths run (checked mode, eager purging and unmapping,
 # tiny caches, lazy purging with huge pages); the contract must hold under each.
 OPTION_SETS = {

@@ -181,13 +181,15 @@ def test_remote_frees_are_batched(counted):
 
 def test_huge_block_is_an_mmap_of_the_huge_tier(counted):
     """huge_loop (5-25 MiB blocks): the huge tier maps them (mmap, counted for `huge`), takes
-    its lock for each allocation and free, and keeps its live-byte count and its counters under
-    that lock with plain adds: no atomic read-modify-write per block (huge.c, count_alloc)."""
+    its lock for each allocation (each needs another size than the block the thread kept)
+    and for each free that keeps no block, and keeps its live-byte count and its counters
+    under that lock with plain adds (huge.c, count_alloc): the one atomic read-modify-write
+    is the exchange that takes the kept block, at most one an allocation."""
     ops = 10
     c = counted("huge_loop", "--threads=1", "--ops=%d" % ops)
     huge = c["objects"]["huge"]
     assert huge["mmap"] >= 1, huge
-    assert huge["lock"] >= 2 * ops and huge["atomic"] < ops, huge
+    assert huge["lock"] >= ops and huge["atomic"] <= ops, huge
     assert c["objects"]["pool"]["mmap"] == 0, "no superslab outside the arena: %s" % c["objects"]["pool"]
 
 

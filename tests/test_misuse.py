@@ -16,7 +16,8 @@ from conftest import LIB_SO, built
 CASES = {
     "double_free": ("double free", False),
     "double_free_flushed": ("(double free|freed already)", False),
-    "double_free_huge": ("double free", False),
+    "double_free_huge": ("double free", False),             # (a kept block: huge.c)
+    "double_free_huge_cached": ("double free", False),      # (in the BigCache)
     "interior": ("inside a block", False),
     "interior_huge": ("inside a block", False),
     "foreign_stack": ("not allocated by hakmem", False),

@@ -217,15 +217,19 @@ struct hak_superslab_s {
     _Atomic uint64_t freemap[HAK_UNITS][HAK_FREEMAP_WORDS] __attribute__((aligned(64)));
 };
 
-enum { HUGE_LIVE = 1, HUGE_CACHED = 2 };   /* hak_huge_t.state */
+enum { HUGE_LIVE = 1, HUGE_CACHED = 2, HUGE_KEPT = 3 };   /* hak_huge_t.state */
 
 struct hak_huge_s {
     uint64_t magic;
     size_t   size;                 /* requested bytes */
     size_t   maplen;               /* bytes mapped, a multiple of 2 MiB */
     size_t   offset;               /* payload - mapping start */
-    hak_huge_t *next;              /* BigCache link */
-    uint16_t state;                /* HUGE_LIVE or HUGE_CACHED */
+    union {
+        hak_huge_t *next;          /* cached: the BigCache's link */
+        size_t counted;            /* live or kept: its bytes in the huge tier's live sum
+                                      (its size when that was last counted, huge.c) */
+    };
+    uint16_t state;                /* HUGE_LIVE, HUGE_CACHED or HUGE_KEPT */
     uint8_t  purged;               /* cached and madvised (2: with MADV_FREE, not zeroed) */
     uint8_t  sampled;              /* live, and recorded by the heap profiler (prof.c) */
     uint32_t cached_at;            /* ms, modulo 2^32 (only differences are read) */
@@ -236,6 +240,16 @@ struct hak_huge_s {
                                       the mapping reads as zero and is not resident */
 };
 
+/* A huge block its thread freed, held for the thread's next huge malloc (huge.c, "Kept
+ * blocks"): the header's address, 2 MiB-aligned, with the mapping's length in 2 MiB chunks
+ * in the low bits; 0 for none. The owner stores it; the owner, the purge thread and
+ * malloc_trim take it with an exchange. */
+typedef struct hak_huge_kept_s {
+    _Atomic uintptr_t block;
+    _Atomic uint32_t at;           /* when it was kept (ms mod 2^32) */
+    uint64_t kept, taken;          /* frees kept, mallocs served from it (owner's counts) */
+} hak_huge_kept_t;
+#define HAK_KEPT_CHUNKS (HAK_SS_SIZE - 1)       /* the low bits of `block` */
 
 /* A heap's slow-path counters (the fast-path ones live in the tcaches). */
 typedef struct hak_heap_stats_s {
@@ -334,6 +348,7 @@ struct hak_heap_s {
     uint64_t sample_rng;
     uint32_t sample_epoch;
     hak_rbatches_t rb;                         /* this thread's remote frees, gathered */
+    hak_huge_kept_t kept;                      /* its last freed huge block (huge.c) */
 };
 
 #endif /* HAKMEM_TYPES_H */

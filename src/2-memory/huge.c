@@ -47,7 +47,22 @@
  * The learning layer raises HAKMEM_BIGCACHE_MB for a program that keeps coming back for
  * what the bound made hakmem give back (its signal: note_miss's regrets); the part it
  * added counts only up to the live huge bytes (budget), so freeing the blocks takes the
- * bound back to the start's at once, with no timer (tests/api/learn_bigcache.c). */
+ * bound back to the start's at once, with no timer (tests/api/learn_bigcache.c).
+ *
+ * Kept blocks. A thread's free of a plain huge block (no alignment asked), while the thread
+ * holds none, goes to its heap's kept slot (hak_huge_kept_t) without huge_lock, and the
+ * thread's next huge malloc that needs the same number of chunks takes it back with one
+ * exchange: a program that frees a buffer of a few MiB and asks for another (per request,
+ * per file, per frame) pays neither the lock twice nor the cache's walk and sums, some 800
+ * instructions a pair (docs/BENCHMARKS.md, "Past the last tier border"). A kept block stays
+ * in the sums as live (live_bytes, huge_live, and so in the budget as the program's),
+ * under the size it was counted at (`counted`; a take may change its size within its
+ * chunks, which leaves its slack as it was); the statistics count it freed and cached
+ * (heap.c). It goes to the BigCache, as any freed block does, when the thread's next huge
+ * malloc needs another size or an alignment, when the thread exits, when a drain purges the
+ * cache at the thread's free, and when the purge thread or malloc_trim finds it kept for
+ * the purge delay (_hak_huge_release_kept): one block a thread, for a purge delay at most
+ * where a purge thread runs (tests/api/huge_kept.c). */
 #include "0-base/counters.h"
 #include "0-base/diag.h"
 #include "0-base/options.h"
@@ -66,6 +81,7 @@ static size_t slack_bytes;         /* live blocks' slack (see above) */
 static _Atomic size_t cache_unpurged;   /* cached bytes not yet purged, as of the last unlock
                                            (the purge thread's poll reads it without the lock) */
 static _Atomic size_t cache_seen;       /* cache_bytes as of the last unlock (statistics) */
+static _Atomic uint32_t unpurged_seen;  /* unpurged_since as of the last unlock (kept blocks) */
 static _Atomic size_t live_bytes;  /* payload bytes of live huge blocks */
 /* Peaks of live_bytes in the current and the previous window of one purge delay, and
  * the current window's start (ms): the budget follows the recent live working set. */
@@ -127,6 +143,7 @@ static void huge_unlock(void) {
 #endif
     relaxed_store(&cache_unpurged, unpurged_bytes);
     relaxed_store(&cache_seen, cache_bytes);
+    relaxed_store(&unpurged_seen, unpurged_since);
     hak_huge_t *work = purge_list;
     purge_list = NULL;
     hak_unlock(&huge_lock);
@@ -238,7 +255,8 @@ static void note_alloc(uint64_t now) {
     run_bytes = 0;
 }
 
-/* Under huge_lock, after budget(): a free of a mapping of maplen bytes, in a run of frees.
+/* Under huge_lock, after budget(): a free of a mapping of maplen bytes, in a run of frees
+ * (true: it drained the cache).
  * Once the run passes the bound (<< drain_shift) and leaves at most an eighth of the
  * recent peak of live huge bytes, the program is letting its huge working set go — the
  * end of a loop or of a phase — and the cache is purged now, and again at each free of
@@ -246,13 +264,15 @@ static void note_alloc(uint64_t now) {
  * thread, under HAKMEM_PURGE_THREAD=on) that goes idle would otherwise keep it until its
  * next huge call. (The eighth: one of two threads that cycle through huge blocks exits,
  * and the other goes on with the cache: huge_loop_2T ran 0.66x without it.) */
-static void note_free(size_t maplen, uint64_t now) {
+static bool note_free(size_t maplen, uint64_t now) {
     run_bytes += maplen;
-    if (!relaxed_load(&drains) || drain_shift >= HAK_HUGE_DRAIN_SHIFT_MAX) return;
-    if (run_bytes <= ((size_t)hak_opt_live(bigcache_mb) << 20) << drain_shift) return;
+    if (!relaxed_load(&drains) || drain_shift >= HAK_HUGE_DRAIN_SHIFT_MAX) return false;
+    if (run_bytes <= ((size_t)hak_opt_live(bigcache_mb) << 20) << drain_shift) return false;
     size_t recent = window_peak();
-    if (relaxed_load(&live_bytes) > recent / 8) return;
-    if (purge_cache_locked(true, now) > 0) drained_at = now > 0 ? now : 1;
+    if (relaxed_load(&live_bytes) > recent / 8) return false;
+    if (purge_cache_locked(true, now) == 0) return false;
+    drained_at = now > 0 ? now : 1;
+    return true;
 }
 
 void _hak_huge_signals(uint64_t *regret, uint64_t *allocs, size_t *recent_peak) {
@@ -449,16 +469,90 @@ static void *make_live(hak_huge_t *h, size_t size, size_t off) {
     return (char *)h + off;
 }
 
-void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
+/* make_live, for a block whose size live_bytes counted (count_alloc) */
+static void *make_counted(hak_huge_t *h, size_t size, size_t off) {
+    h->counted = size;
+    return make_live(h, size, off);
+}
+
+/* ---- kept blocks (see the top of the file) ---- */
+
+static hak_huge_t *kept_header(uintptr_t w) { return (hak_huge_t *)(w & ~(uintptr_t)HAK_KEPT_CHUNKS); }
+static size_t kept_len(uintptr_t w) { return (w & HAK_KEPT_CHUNKS) << HAK_SS_SHIFT; }
+size_t _hak_huge_kept_bytes(const hak_huge_kept_t *k) {
+    return kept_len(atomic_load_explicit(&k->block, memory_order_relaxed));
+}
+
+/* Whether a freed block may be kept: a plain one (alignment asked for goes round by the
+ * cache, as a take checks no alignment) that the cache would admit freely. */
+static bool keepable(const hak_huge_t *h) {
+    size_t cap = ((size_t)hak_opt_live(bigcache_mb) << 20) / 4;
+    return h->offset == HAK_HUGE_HDR && h->maplen <= cap &&
+           (h->maplen >> HAK_SS_SHIFT) <= HAK_KEPT_CHUNKS;
+}
+
+/* Whether a kept block (kept at `at`) or the cache (as of the last unlock) is due for
+ * purging at `now`: then a free takes the lock, as it would without the slot — "the next huge
+ * call purges what is due" holds for a program with no purge thread. */
+static bool kept_due(uint32_t at, uint32_t now) {
+    return now - at >= (uint32_t)hak_opt_live(purge_delay_ms);
+}
+static bool cache_due(uint32_t now) {
+    return relaxed_load(&cache_unpurged) != 0 && kept_due(relaxed_load(&unpurged_seen), now);
+}
+
+/* A live, keepable block into k's empty slot at `now`: no lock, nothing counted but the
+ * owner's. */
+static void keep(hak_huge_kept_t *k, hak_huge_t *h, uint32_t now) {
+    h->state = HUGE_KEPT;
+    relaxed_store(&k->at, now);
+    k->kept++;
+    atomic_store_explicit(&k->block, (uintptr_t)h | (h->maplen >> HAK_SS_SHIFT), memory_order_release);
+}
+
+/* k's block, taken out of the slot (NULL: none, or someone took it first). */
+static hak_huge_t *kept_take(hak_huge_kept_t *k) {
+    if (atomic_load_explicit(&k->block, memory_order_relaxed) == 0) return NULL;
+    uintptr_t w = HAK_RMW(HUGE, atomic_exchange_explicit(&k->block, 0, memory_order_acquire));
+    return w != 0 ? kept_header(w) : NULL;
+}
+
+void *_hak_huge_take_kept(hak_huge_kept_t *k, size_t size, bool zero) {
+    hak_huge_t *h = kept_take(k);
+    if (h == NULL) return NULL;
+    size_t off = HAK_HUGE_HDR;
+    if (chunks_for(off, h->size) != chunks_for(off, size)) {
+        /* back into the slot (empty: only its owner fills it), for _hak_huge_alloc */
+        atomic_store_explicit(&k->block, (uintptr_t)h | (h->maplen >> HAK_SS_SHIFT), memory_order_release);
+        return NULL;
+    }
+    k->taken++;
+    if (zero && h->used > off) {            /* (as _hak_huge_alloc's reuse) */
+        size_t dirty = h->used - off;
+        memset((char *)h + off, 0, dirty < size ? dirty : size);
+    }
+    return make_live(h, size, off);
+}
+
+static hak_huge_t *cache_put_locked(hak_huge_t *h, uint64_t now, uint32_t at, bool *drained);
+static void unmap_list(hak_huge_t *list);
+
+void *_hak_huge_alloc(size_t size, size_t align, bool zero, hak_huge_kept_t *k) {
     hak_assert(size <= HAK_MAX_REQUEST && align <= HAK_MAX_REQUEST / 2);   /* the API checked */
     size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
     size_t maplen = chunks_for(off, size);
     size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
 
+    /* the thread's kept block, which _hak_huge_take_kept did not take: to the cache */
+    hak_huge_t *give = k != NULL ? kept_take(k) : NULL;
+    uint32_t given_at = give != NULL ? relaxed_load(&k->at) : 0;
+
     void *tail;
     size_t tail_len;
+    hak_huge_t *unmap = NULL;
     HAK_LOCK(&huge_lock, HUGE);
     uint64_t now = _hak_now_ms();
+    if (give != NULL) unmap = cache_put_locked(give, now, given_at, NULL);
     recent_need[recent_next++ % HAK_HUGE_RECENT] = maplen;
     note_alloc(now);
     hak_huge_t *h = cache_take(maplen, malign, budget(now), now, &tail, &tail_len);
@@ -468,6 +562,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     count_alloc(h == NULL, size);
     purge_cache_locked(false, now);
     huge_unlock();
+    unmap_list(unmap);
     unmap_tail(tail, tail_len);
     _hak_counters_note_huge();
     if (grow != NULL) h = cache_grow(grow, maplen);
@@ -479,7 +574,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
             size_t dirty = h->used - off;
             memset(p, 0, dirty < size ? dirty : size);
         }
-        return make_live(h, size, off);
+        return make_counted(h, size, off);
     }
     void *base = HAK_OS(HUGE, _hak_os_map_aligned(maplen, malign));
     if (base == NULL || !_hak_chunkmap_add_huge(base, base, maplen)) {
@@ -495,29 +590,29 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero) {
     h->thp_len = 0;
     h->purged = 0;
     h->used = HAK_PAGE;                      /* the header's page */
-    return make_live(h, size, off);
+    return make_counted(h, size, off);
 }
 
-void _hak_huge_free(hak_huge_t *h, void *p) {
-    if (!_hak_huge_check(h, p, "free")) return;
-    HAK_LOCK(&huge_lock, HUGE);
-    uint64_t now = _hak_now_ms();
-    HAK_STAT_ADD_LOCKED(huge_frees, 1);
+/* Under huge_lock, at `now`: a block that is no longer the program's (freed at `at`)
+ * leaves the live sums and enters the cache, or leaves it whole where the cache would not
+ * admit it. Returns what to unmap once the lock is dropped (unmap_list): the block itself,
+ * or the cached mappings it pushed out. *drained (if asked): this free drained the cache. */
+static hak_huge_t *cache_put_locked(hak_huge_t *h, uint64_t now, uint32_t at, bool *drained) {
     HAK_STAT_ADD_LOCKED(huge_live, (uint64_t)-1);
-    add_live(-h->size);
+    add_live(-h->counted);
     hak_assert(slack_bytes >= slack_of(h));
     slack_bytes -= slack_of(h);
     size_t limit = budget(now);
     if (!admit(h->maplen, limit)) {
         note_dropped(h->maplen, now);
-        note_free(h->maplen, now);
-        huge_unlock();
-        huge_unmap(h);
-        return;
+        bool d = note_free(h->maplen, now);
+        if (drained != NULL) *drained = d;
+        h->next = NULL;
+        return h;
     }
     h->state = HUGE_CACHED;
     h->purged = 0;
-    h->cached_at = (uint32_t)now;
+    h->cached_at = at;
     h->next = cache;
     cache = h;
     cache_bytes += h->maplen;
@@ -534,13 +629,66 @@ void _hak_huge_free(hak_huge_t *h, void *p) {
         evict = old;
     }
     purge_cache_locked(false, now);
-    note_free(h->maplen, now);
-    huge_unlock();
-    while (evict != NULL) {
-        hak_huge_t *next = evict->next;
-        huge_unmap(evict);
-        evict = next;
+    bool d = note_free(h->maplen, now);
+    if (drained != NULL) *drained = d;
+    return evict;
+}
+
+static void unmap_list(hak_huge_t *list) {
+    while (list != NULL) {
+        hak_huge_t *next = list->next;
+        huge_unmap(list);
+        list = next;
     }
+}
+
+void _hak_huge_free(hak_huge_t *h, void *p, hak_huge_kept_t *k) {
+    if (!_hak_huge_check(h, p, "free")) return;
+    uint32_t t = k != NULL ? (uint32_t)_hak_now_ms() : 0;
+    bool held = k != NULL && atomic_load_explicit(&k->block, memory_order_relaxed) != 0;
+    if (k != NULL && !held && keepable(h) && !cache_due(t)) {
+        keep(k, h, t);
+        return;
+    }
+    /* the thread's kept block goes too where it is due, or where this free drains the cache
+     * (it was freed first, in the run) */
+    hak_huge_t *more = held && kept_due(relaxed_load(&k->at), t) ? kept_take(k) : NULL;
+    uint32_t more_at = more != NULL ? relaxed_load(&k->at) : 0;
+    HAK_LOCK(&huge_lock, HUGE);
+    uint64_t now = _hak_now_ms();
+    HAK_STAT_ADD_LOCKED(huge_frees, 1);
+    hak_huge_t *unmap_more = NULL;
+    if (more != NULL) unmap_more = cache_put_locked(more, now, more_at, NULL);
+    bool drained = false;
+    hak_huge_t *unmap = cache_put_locked(h, now, (uint32_t)now, &drained);
+    hak_huge_t *unmap_last = NULL;
+    if (drained && k != NULL && (more = kept_take(k)) != NULL) {
+        unmap_last = cache_put_locked(more, now, (uint32_t)now, NULL);
+        purge_cache_locked(true, now);
+    }
+    huge_unlock();
+    unmap_list(unmap);
+    unmap_list(unmap_more);
+    unmap_list(unmap_last);
+}
+
+/* Takes k's block into the cache (due_only: one kept for the purge delay), cached as of
+ * when it was kept: the cache purges it once that is the delay ago. Returns the bytes left
+ * kept in k. */
+size_t _hak_huge_release_kept(hak_huge_kept_t *k, bool due_only) {
+    uintptr_t w = atomic_load_explicit(&k->block, memory_order_relaxed);
+    if (w == 0) return 0;
+    if (due_only && !kept_due(relaxed_load(&k->at), (uint32_t)_hak_now_ms())) return kept_len(w);
+    hak_huge_t *h = kept_take(k);
+    if (h == NULL) return 0;
+    /* (read after the take: the block's own time or a later one, never after `now`) */
+    uint32_t at = relaxed_load(&k->at);
+    HAK_LOCK(&huge_lock, HUGE);
+    uint64_t now = _hak_now_ms();
+    hak_huge_t *unmap = cache_put_locked(h, now, at, NULL);
+    huge_unlock();
+    unmap_list(unmap);
+    return 0;
 }
 
 size_t _hak_huge_usable(const hak_huge_t *h) {
@@ -621,6 +769,7 @@ static void *resized(hak_huge_t *h, size_t size, size_t newlen) {
     if (h->used < end) h->used = end;            /* the program may write all of it */
     h->maplen = newlen;
     h->size = size;
+    h->counted = size;
     HAK_OS(HUGE, _hak_os_thp_cover(h, h->offset + size, &h->thp_len));
     return (char *)h + h->offset;
 }
@@ -633,7 +782,7 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     size_t need = h->offset + size;
     size_t newlen = chunks_for(h->offset, size);
     size_t old_slack = slack_of(h);
-    size_t live_delta = size - h->size;                  /* (read now: h may move below) */
+    size_t live_delta = size - h->counted;               /* (read now: h may move below) */
     if (newlen <= h->maplen && (newlen > h->maplen / 2 || newlen >= chunks_for(h->offset, h->size))) {
         /* fits the mapping we have (a reused mapping may be larger than the block): kept
          * whole if its resident tail stays within the budget */
@@ -678,10 +827,10 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
         huge_unlock();
         unmap_tail(tail, tail_len);
         if (c != NULL) {
-            void *q = make_live(c, size, HAK_HUGE_HDR);
+            void *q = make_counted(c, size, HAK_HUGE_HDR);
             memcpy(q, p, keep);
             _hak_counters_note_huge();
-            _hak_huge_free(h, p);
+            _hak_huge_free(h, p, NULL);
             errno = saved;
             return q;
         }
@@ -690,10 +839,10 @@ void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size) {
     if (nh == NULL) {
         /* the page tables could not move (or no address space was left for them): a new
          * block and a copy, the way every other allocator grows */
-        void *q = _hak_huge_alloc(size, 0, false);
+        void *q = _hak_huge_alloc(size, 0, false, NULL);
         if (q == NULL) return NULL;
         memcpy(q, p, keep);
-        _hak_huge_free(h, p);
+        _hak_huge_free(h, p, NULL);
         errno = saved;
         return q;
     }

@@ -4,9 +4,20 @@
 #define HAKMEM_HUGE_H
 #include "0-base/internal.h"
 
-/* size ≤ HAK_MAX_REQUEST, align ≤ HAK_MAX_REQUEST / 2. NULL: no memory (errno untouched). */
-void *_hak_huge_alloc(size_t size, size_t align, bool zero);
-void _hak_huge_free(hak_huge_t *h, void *p);
+/* size ≤ HAK_MAX_REQUEST, align ≤ HAK_MAX_REQUEST / 2. NULL: no memory (errno untouched).
+ * k: the calling thread's kept slot (huge.c, "Kept blocks"), or NULL for none: a thread
+ * with no heap of its own, and realloc's own calls. */
+void *_hak_huge_alloc(size_t size, size_t align, bool zero, hak_huge_kept_t *k);
+void _hak_huge_free(hak_huge_t *h, void *p, hak_huge_kept_t *k);
+/* k's block into the BigCache (due_only: only one kept for the purge delay); any thread,
+ * any time. Returns the bytes left kept in k. */
+size_t _hak_huge_release_kept(hak_huge_kept_t *k, bool due_only);
+/* A plain block of size bytes (zeroed with zero) from k's kept block, where that is of the
+ * same chunks; NULL: none (_hak_huge_alloc takes k's block to the cache, if any). The
+ * owner only. */
+void *_hak_huge_take_kept(hak_huge_kept_t *k, size_t size, bool zero);
+/* The bytes of k's block (0: none; a relaxed read, for the statistics and the purge thread). */
+size_t _hak_huge_kept_bytes(const hak_huge_kept_t *k);
 /* A live huge block (checked) to a new size above HAK_LARGE_MAX, ≤ HAK_MAX_REQUEST. NULL:
  * no memory, the block unchanged (errno untouched). */
 void *_hak_huge_realloc(hak_huge_t *h, void *p, size_t size);

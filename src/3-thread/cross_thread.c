@@ -11,6 +11,7 @@
 #include "0-base/list.h"
 #include "0-base/options.h"
 #include "2-memory/checked.h"
+#include "2-memory/huge.h"
 #include "2-memory/superslab.h"
 #include "3-thread/cross_thread.h"
 #include "3-thread/heap.h"
@@ -256,6 +257,7 @@ static void hand_back(hak_span_t *s) {
 void _hak_heap_thread_exit(void *arg) {
     hak_heap_t *h = arg;
     if (h == NULL || h == &_hak_empty_heap) return;
+    _hak_huge_release_kept(&h->kept, false);
     _hak_span_batches_flush(&h->rb);
     _hak_tcache_quarantine_flush(h);
     _hak_tcache_flush_all(h);

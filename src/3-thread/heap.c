@@ -21,6 +21,7 @@
 #include "1-platform/os.h"
 #include "2-memory/checked.h"
 #include "2-memory/chunkmap.h"
+#include "2-memory/huge.h"
 #include "2-memory/pool.h"
 #include "2-memory/size_class.h"
 #include "3-thread/cross_thread.h"
@@ -69,6 +70,7 @@ static _Atomic bool thread_key_ok;
 static struct {                       /* what exited threads counted (heaps lock) */
     uint64_t nalloc[HAK_NCLASSES], nfree[HAK_NCLASSES];  /* through the tcaches */
     hak_heap_stats_t st;
+    uint64_t huge_kept, huge_taken;             /* (hak_huge_kept_t's counts) */
 } merged;
 
 /* ---- span lists (owner-private, doubly linked) -------------------------------------- */
@@ -546,6 +548,9 @@ static void merge_stats(hak_heap_t *h) {           /* heaps lock held */
         h->moved[c] = 0;
     }
     memset(&h->st, 0, sizeof h->st);
+    merged.huge_kept += h->kept.kept;
+    merged.huge_taken += h->kept.taken;
+    h->kept.kept = h->kept.taken = 0;
 }
 
 /* A heap whose thread has ended, every block and span handed back (cross_thread.c): the
@@ -595,6 +600,30 @@ void _hak_heap_stats_add(hak_stats_t *out) {
         k->remote_frees += merged.st.remote_frees[c];
     }
     hak_unlock(&heaps_lock);
+}
+
+void _hak_heap_kept_sums(hak_kept_sums_t *out) {
+    memset(out, 0, sizeof *out);
+    HAK_LOCK(&heaps_lock, HEAP_LIST);
+    for (hak_heap_t *h = _hak_heaps_all; h != NULL; h = h->next_all) {
+        if (!h->live) continue;
+        out->kept += __atomic_load_n(&h->kept.kept, __ATOMIC_RELAXED);
+        out->taken += __atomic_load_n(&h->kept.taken, __ATOMIC_RELAXED);
+        size_t bytes = _hak_huge_kept_bytes(&h->kept);
+        out->blocks += bytes != 0;
+        out->bytes += bytes;
+    }
+    out->kept += merged.huge_kept;
+    out->taken += merged.huge_taken;
+    hak_unlock(&heaps_lock);
+}
+
+/* (no lock: heaps are never unlinked, and the slot is taken with an exchange) */
+size_t _hak_heap_release_kept(bool due_only) {
+    size_t left = 0;
+    for (hak_heap_t *h = __atomic_load_n(&_hak_heaps_all, __ATOMIC_ACQUIRE); h != NULL; h = h->next_all)
+        left += _hak_huge_release_kept(&h->kept, due_only);
+    return left;
 }
 
 /* ---- fork ------------------------------------------------------------------------------

@@ -35,6 +35,13 @@ hak_heap_t *_hak_heap_thread(void);
 void _hak_heap_init_key(void);             /* the thread-exit key (process start-up) */
 /* Statistics: every live thread's counters and what exited threads left, added to out. */
 void _hak_heap_stats_add(hak_stats_t *out);
+/* The threads' kept huge blocks (huge.c, "Kept blocks") in the statistics: frees that kept
+ * a block and mallocs that took one, of live and exited threads; blocks and bytes kept now. */
+typedef struct { uint64_t kept, taken, blocks; size_t bytes; } hak_kept_sums_t;
+void _hak_heap_kept_sums(hak_kept_sums_t *out);
+/* Every thread's kept huge block into the BigCache (due_only: those kept for the purge
+ * delay); returns the bytes left kept. The purge thread, malloc_trim, running short. */
+size_t _hak_heap_release_kept(bool due_only);
 pthread_mutex_t *_hak_heap_fork(hak_fork_phase_t phase);
 
 /* ---- within the heap layer (tcache.c, cross_thread.c), under the heap's lock ---------- */

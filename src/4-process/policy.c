@@ -53,6 +53,7 @@ bool _hak_policy_try_harder(int step) {
         more = reclaim();
         break;
     case 1:
+        _hak_heap_release_kept(false);
         more = _hak_pool_purge(true, false) + _hak_huge_purge(true) > 0;
         break;
     default:
@@ -71,6 +72,7 @@ void _hak_policy_out_of_memory(size_t size) {
 bool _hak_policy_trim(void) {
     int saved = errno;
     reclaim();
+    _hak_heap_release_kept(false);
     bool any = _hak_pool_purge(true, true) + _hak_huge_purge(true) > 0;
     errno = saved;
     return any;

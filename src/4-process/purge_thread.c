@@ -59,7 +59,7 @@ static void *purger_main(void *arg) {
             HAK_OS(PURGE, _hak_os_wait((_Atomic int *)&state, AWAKE, ms));  /* a stop cuts it short */
             if (atomic_load_explicit(&state, memory_order_acquire) == STOPPING) return NULL;
             _hak_heap_reclaim_all(RECLAIM_IDLE_PAGES);   /* idle owners' memory first */
-            size_t left = _hak_pool_purge_tick() + _hak_huge_purge_tick();
+            size_t left = _hak_pool_purge_tick() + _hak_heap_release_kept(true) + _hak_huge_purge_tick();
             HAK_STAT_ADD(purge_rounds, 1);
             _hak_learn_tick(_hak_now_ms());
             idle_rounds = left ? 0 : idle_rounds + 1;
@@ -117,14 +117,16 @@ void _hak_purge_thread_program_threaded(
 static uint64_t threads_base = 1;
 #endif
 
-void _hak_purge_thread_poll(void) {
+void _hak_purge_thread_poll(void) { _hak_purge_thread_poll_kept(0); }
+
+void _hak_purge_thread_poll_kept(size_t kept) {
     int st = atomic_load_explicit(&state, memory_order_relaxed);
 #ifdef HAKMEM_NO_OVERRIDE
     if (st != PARKED && st != NONE) return;
 #else
     if (st != PARKED) return;
 #endif
-    if (_hak_pool_dirty() + _hak_huge_cached() < HAK_PURGE_WAKE_BYTES || !_hak_opt.purge_thread)
+    if (_hak_pool_dirty() + _hak_huge_cached() + kept < HAK_PURGE_WAKE_BYTES || !_hak_opt.purge_thread)
         return;
 #ifdef HAKMEM_NO_OVERRIDE
     if (st == NONE) {                    /* safe here: the C library never calls hak_free */

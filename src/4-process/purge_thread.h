@@ -6,6 +6,9 @@
 /* From a slow path that freed memory, with no hakmem lock held: wakes the thread if it is
  * due. */
 void _hak_purge_thread_poll(void);
+/* The same, counting `kept` bytes more (a thread's kept huge block, which the thread purges
+ * once kept for the purge delay: huge.c, "Kept blocks"). */
+void _hak_purge_thread_poll_kept(size_t kept);
 /* The program created a thread (hakmem's pthread_create, override_pthread.c): hakmem's own
  * may be created now, with the C library's pthread_create. */
 void _hak_purge_thread_program_threaded(

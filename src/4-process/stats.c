@@ -72,6 +72,15 @@ HAK_EXPORT void hak_stats_get(hak_stats_t *out) {
         if (k->allocs > k->frees) out->in_use += (size_t)(k->allocs - k->frees) * k->block_size;
         out->span_bytes += (size_t)k->spans_live * _hak_class_units[c] * HAK_UNIT_SIZE;
     }
+    /* a kept huge block is freed and cached to the program, live to the huge tier */
+    hak_kept_sums_t kept;
+    _hak_heap_kept_sums(&kept);
+    out->huge_allocs += kept.taken;
+    out->huge_frees += kept.kept;
+    out->bigcache_hits += kept.taken;
+    out->huge_live = out->huge_live > kept.blocks ? out->huge_live - kept.blocks : 0;
+    out->bigcache += kept.bytes;
+    out->bigcache_dirty += kept.bytes;
     out->huge_in_use = hm > out->bigcache ? hm - out->bigcache : 0;
 }
 

@@ -100,12 +100,28 @@ static void huge_sample(void *p, size_t n) {
     if (p != NULL && unlikely(hak_sampling())) _hak_prof_huge(_hak_chunkmap_huge_header((uintptr_t)p), p, n);
 }
 
+/* The calling thread's kept huge block's slot (huge.c, "Kept blocks"): none in a thread
+ * with no heap of its own (huge_alloc gives it one). */
+static hak_huge_kept_t *kept_slot(void) {
+    hak_heap_t *h = _hak_thread_heap;
+    return h != &_hak_empty_heap ? &h->kept : NULL;
+}
+
 static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
     if (n > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST / 2) { errno = ENOMEM; return NULL; }
     hak_ensure_init();
-    void *p = _hak_huge_alloc(n, align, zero);
+    hak_heap_t *me = _hak_heap_thread();
+    hak_huge_kept_t *k = me != NULL ? &me->kept : NULL;
+    if (k != NULL && align == 0) {
+        void *p = _hak_huge_take_kept(k, n, zero);
+        if (p != NULL) {
+            huge_sample(p, n);
+            return p;
+        }
+    }
+    void *p = _hak_huge_alloc(n, align, zero, k);
     for (int step = 0; p == NULL && _hak_policy_try_harder(step); step++)
-        p = _hak_huge_alloc(n, align, zero);
+        p = _hak_huge_alloc(n, align, zero, k);
     if (p == NULL) _hak_policy_out_of_memory(n);
     huge_sample(p, n);
     _hak_learn_tick(_hak_now_ms());        /* (a program of huge blocks alone has no other) */
@@ -373,8 +389,9 @@ static SLOW_PATH void free_slow(void *p) {
             h->sampled = 0;
             _hak_prof_forget(p);
         }
-        _hak_huge_free(h, p);                  /* checks the pointer itself */
-        _hak_purge_thread_poll();
+        hak_huge_kept_t *k = kept_slot();
+        _hak_huge_free(h, p, k);               /* checks the pointer itself */
+        _hak_purge_thread_poll_kept(k != NULL ? _hak_huge_kept_bytes(k) : 0);
         return;
     }
     hak_ensure_init();                         /* (a first call: HAKMEM_ON_ERROR read) */

@@ -113,6 +113,13 @@ int main(int argc, char **argv) {
         free(p);
     }
     else if (!strcmp(c, "double_free_huge")) { char *h = malloc(3 << 20); free(h); free(h); }
+    /* the first free keeps its block in the thread's slot, the second caches its own */
+    else if (!strcmp(c, "double_free_huge_cached")) {
+        char *a = malloc(3 << 20), *b = malloc(3 << 20);
+        free(a);
+        free(b);
+        free(b);
+    }
     else if (!strcmp(c, "interior")) free(p + 16);
     else if (!strcmp(c, "interior_huge")) free((char *)malloc(3 << 20) + 4096);
     else if (!strcmp(c, "foreign_stack")) free(&on_stack);

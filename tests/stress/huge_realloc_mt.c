@@ -11,7 +11,10 @@
  * offset) only, so it survives a realloc unchanged, and a page that moved to the wrong
  * place (or was lost) shows: the first 4 KiB in full, one word per 4 KiB page at an offset
  * that varies from page to page, and the last 64 bytes. One step in 32 frees the block
- * and allocates a fresh one instead (BigCache reuse, unmapping). With --hakmem every huge
+ * and allocates a fresh one instead (BigCache reuse, unmapping); one in 32 frees it and
+ * allocates one of the same size (the thread's kept block, src/2-memory/huge.c, taken back
+ * by its exchange), and one in 64 calls malloc_trim(0), which takes the other realloc
+ * threads' kept blocks while they may be taking them themselves. With --hakmem every huge
  * block must be hakmem's (hak_owns) after each realloc: a moved block that was left
  * unregistered shows here.
  *
@@ -26,6 +29,7 @@
  *
  * The run ends after `seconds`; then every block is checked and freed. Exit status 0 only
  * if every check passed. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,17 +123,20 @@ static void owned(const void *p, size_t size, const char *what)
         CHECK(hak_owns(p) == 1, "%s: %p (%zu bytes) is not hakmem's", what, p, size);
 }
 
-static void hblk_new(struct hblk *b, uint64_t *rng, uint64_t tag)
+static void hblk_new_sized(struct hblk *b, size_t size, uint64_t tag)
 {
-    size_t size = huge_size(rng);
-    if (size < 2 * MiB)
-        size += 2 * MiB;
     b->p = malloc(size);
     REQUIRE(b->p != NULL, "malloc(%zu)", size);
     b->size = size;
     b->tag = tag;
     owned(b->p, size, "malloc");
     huge_fill(b->p, size, tag, 0);
+}
+
+static void hblk_new(struct hblk *b, uint64_t *rng, uint64_t tag)
+{
+    size_t size = huge_size(rng);
+    hblk_new_sized(b, size < 2 * MiB ? size + 2 * MiB : size, tag);
 }
 
 static void hblk_free(struct hblk *b, const char *where)
@@ -159,6 +166,15 @@ static void *realloc_main(void *arg)
             atomic_fetch_add_explicit(&n_fresh, 1, memory_order_relaxed);
             continue;
         }
+        if ((r >> 8) % 32 == 1) {
+            size_t same = h->size;
+            hblk_free(h, "before a free and malloc of its size");
+            hblk_new_sized(h, same, ++tag);
+            atomic_fetch_add_explicit(&n_fresh, 1, memory_order_relaxed);
+            continue;
+        }
+        if ((r >> 8) % 64 == 2)
+            malloc_trim(0);
         size_t ns = huge_size(&rng);
         unsigned char *q = realloc(h->p, ns);
         CHECK(q != NULL, "realloc(%p, %zu -> %zu) failed", (void *)h->p, h->size, ns);
