@@ -173,6 +173,14 @@ def _cells():
     c.append(Cell("fixed_size_256", "fixed_size", {"size": 256, "slots": 256},
                   quick={"ops": "3M"}, full={"ops": "10M"}, smoke={"ops": "100k"},
                   instr=({"ops": "400k"}, {"ops": "100k"}), what="256 B only, 256 live"))
+    # Tier borders (docs/ARCHITECTURE.md, "Size classes and tiers"): one size just under and
+    # just over each, the same loop, so a cliff between the tiers shows as two cells.
+    # Only with --only border (not in the suite's totals).
+    for size in (1024, 1040, 65536, 65792, 1048576, 1052672, 2097152, 8388608):
+        ops = "3M" if size <= 65792 else "300k"
+        c.append(Cell("border_%d" % size, "fixed_size", {"size": size, "slots": 4},
+                      quick={"ops": ops}, full={"ops": ops}, smoke={"ops": "2k"},
+                      what="%d B only, 4 live (a tier border)" % size, on_demand=True))
     for t in (1, 2, 4):
         c.append(Cell("larson_%dT" % t, "larson", {"threads": t},
                       quick={"ops": "5M"}, full={"ops": "20M"}, smoke={"ops": "40k", "blocks": 1000, "rounds": 500},
