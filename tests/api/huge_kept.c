@@ -18,7 +18,11 @@
  *      the process is single-threaded until step 4... so this runs before it);
  *   7. an idle thread's kept block comes back with no call, by the purge thread (skipped
  *      with --no-purge-thread: libhakmem.a has none);
- *   8. fork: the child takes the parent's kept block and frees it, and the parent goes on.
+ *   8. a thread that frees and asks again for the same block, writing all of it, every
+ *      millisecond for three purge delays while the purge thread runs: the block faults in
+ *      at most twice (a keep that reads no clock looks older than it is, so the purge
+ *      thread may take it once);
+ *   9. fork: the child takes the parent's kept block and frees it, and the parent goes on.
  * HAKMEM_PURGE_DELAY_MS (default 500) sets the waits. Under another allocator the same
  * steps run and only the contents are checked. */
 #include <malloc.h>
@@ -27,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -234,6 +239,45 @@ static void step_idle(int purge_thread)
     pthread_join(t, NULL);
 }
 
+static long minflt(void)
+{
+    struct rusage ru;
+    REQUIRE(getrusage(RUSAGE_SELF, &ru) == 0);
+    return ru.ru_minflt;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void step_busy(int purge_thread)
+{
+    malloc_trim(0);
+    enum { SIZE = 4 << 20 };
+    unsigned char *p = malloc(SIZE);
+    REQUIRE(p != NULL);
+    fill(p, SIZE, 1);
+    free(p);
+    long f0 = minflt(), rounds = 0;
+    double end = now_ms() + 3 * delay_ms;
+    while (now_ms() < end) {
+        unsigned char *q = malloc(SIZE);
+        REQUIRE(q != NULL);
+        fill(q, SIZE, (unsigned char)rounds);
+        free(q);
+        rounds++;
+        sleep_ms(1);                        /* (the block waits in the slot, as it looks) */
+    }
+    long faults = minflt() - f0;
+    check_say("huge_kept: busy: %ld rounds of a 4 MiB block in %ld ms, %ld page faults%s\n",
+              rounds, 3 * delay_ms, faults, purge_thread ? "" : " (no purge thread)");
+    if (hakmem) CHECK(faults <= 2 * (SIZE / 4096) + 256, "busy: %ld page faults in %ld rounds "
+                      "of a kept block: purged while in use", faults, rounds);
+}
+
 static void step_fork(void)
 {
     malloc_trim(0);
@@ -281,6 +325,7 @@ int main(int argc, char **argv)
     step_next_call();                       /* single-threaded so far: no purge thread */
     step_thread_exit();
     step_idle(purge_thread);
+    step_busy(purge_thread);
     step_fork();
     CHECK_DONE("huge_kept");
 }
