@@ -181,6 +181,12 @@ def _cells():
         c.append(Cell("border_%d" % size, "fixed_size", {"size": size, "slots": 4},
                       quick={"ops": ops}, full={"ops": ops}, smoke={"ops": "2k"},
                       what="%d B only, 4 live (a tier border)" % size, on_demand=True))
+    # ... and page-aligned requests (posix_memalign(4096)) in each tier: --only border too.
+    for size in (4096, 65536, 1048576, 2097152):
+        ops = "3M" if size <= 65536 else "300k"
+        c.append(Cell("border_aligned_%d" % size, "fixed_size", {"size": size, "slots": 4, "align": 4096},
+                      quick={"ops": ops}, full={"ops": ops}, smoke={"ops": "2k"},
+                      what="%d B only, page-aligned, 4 live" % size, on_demand=True))
     for t in (1, 2, 4):
         c.append(Cell("larson_%dT" % t, "larson", {"threads": t},
                       quick={"ops": "5M"}, full={"ops": "20M"}, smoke={"ops": "40k", "blocks": 1000, "rounds": 500},

@@ -49,9 +49,9 @@
  * added counts only up to the live huge bytes (budget), so freeing the blocks takes the
  * bound back to the start's at once, with no timer (tests/api/learn_bigcache.c).
  *
- * Kept blocks. A thread's free of a plain huge block (no alignment asked), while the thread
- * holds none, goes to its heap's kept slot (hak_huge_kept_t) without huge_lock, and the
- * thread's next huge malloc that needs the same number of chunks takes it back with one
+ * Kept blocks. A thread's free of a huge block, while the thread holds none, goes to its
+ * heap's kept slot (hak_huge_kept_t) without huge_lock, and the thread's next huge malloc
+ * of the same alignment that needs the same number of chunks takes it back with one
  * exchange: a program that frees a buffer of a few MiB and asks for another (per request,
  * per file, per frame) pays neither the lock twice nor the cache's walk and sums, some 800
  * instructions a pair (docs/BENCHMARKS.md, "Past the last tier border"). A kept block stays
@@ -59,7 +59,7 @@
  * under the size it was counted at (`counted`; a take may change its size within its
  * chunks, which leaves its slack as it was); the statistics count it freed and cached
  * (heap.c). It goes to the BigCache, as any freed block does, when the thread's next huge
- * malloc needs another size or an alignment, when the thread exits, when a drain purges the
+ * malloc needs another size or alignment, when the thread exits, when a drain purges the
  * cache at the thread's free, and when the purge thread or malloc_trim finds it kept for
  * the purge delay (_hak_huge_release_kept): one block a thread, for a purge delay at most
  * where a purge thread runs (tests/api/huge_kept.c). */
@@ -491,12 +491,10 @@ size_t _hak_huge_kept_bytes(const hak_huge_kept_t *k) {
     return kept_len(atomic_load_explicit(&k->block, memory_order_relaxed));
 }
 
-/* Whether a freed block may be kept: a plain one (alignment asked for goes round by the
- * cache, as a take checks no alignment) that the cache would admit freely. */
+/* Whether a freed block may be kept: one the cache would admit freely. */
 static bool keepable(const hak_huge_t *h) {
     size_t cap = ((size_t)hak_opt_live(bigcache_mb) << 20) / 4;
-    return h->offset == HAK_HUGE_HDR && h->maplen <= cap &&
-           (h->maplen >> HAK_SS_SHIFT) <= HAK_KEPT_CHUNKS;
+    return h->maplen <= cap && (h->maplen >> HAK_SS_SHIFT) <= HAK_KEPT_CHUNKS;
 }
 
 /* Whether a kept block (kept at `at`) or the cache (as of the last unlock) is due for
@@ -538,11 +536,15 @@ static hak_huge_t *kept_take(hak_huge_kept_t *k) {
     return w != 0 ? kept_header(w) : NULL;
 }
 
-void *_hak_huge_take_kept(hak_huge_kept_t *k, size_t size, bool zero) {
+void *_hak_huge_take_kept(hak_huge_kept_t *k, size_t size, size_t align, bool zero) {
     hak_huge_t *h = kept_take(k);
     if (h == NULL) return NULL;
-    size_t off = HAK_HUGE_HDR;
-    if (chunks_for(off, h->size) != chunks_for(off, size)) {
+    /* the request's offset, and the mapping aligned as _hak_huge_alloc's would be (a block
+     * that realloc moved keeps its offset on a mapping aligned to 2 MiB only) */
+    size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
+    size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
+    if (h->offset != off || ((uintptr_t)h & (malign - 1)) != 0 ||
+        chunks_for(off, h->size) != chunks_for(off, size)) {
         /* back into the slot (empty: only its owner fills it), for _hak_huge_alloc */
         atomic_store_explicit(&k->block, (uintptr_t)h | (h->maplen >> HAK_SS_SHIFT), memory_order_release);
         return NULL;

@@ -12,10 +12,10 @@ void _hak_huge_free(hak_huge_t *h, void *p, hak_huge_kept_t *k);
 /* k's block into the BigCache (due_only: only one kept for the purge delay); any thread,
  * any time. Returns the bytes left kept in k. */
 size_t _hak_huge_release_kept(hak_huge_kept_t *k, bool due_only);
-/* A plain block of size bytes (zeroed with zero) from k's kept block, where that is of the
- * same chunks; NULL: none (_hak_huge_alloc takes k's block to the cache, if any). The
- * owner only. */
-void *_hak_huge_take_kept(hak_huge_kept_t *k, size_t size, bool zero);
+/* A block of size bytes aligned to align (0: none asked for; zeroed with zero) from k's
+ * kept block, where that has the alignment and the chunks; NULL: none (_hak_huge_alloc
+ * takes k's block to the cache, if any). The owner only. */
+void *_hak_huge_take_kept(hak_huge_kept_t *k, size_t size, size_t align, bool zero);
 /* The bytes of k's block (0: none; a relaxed read, for the statistics and the purge thread). */
 size_t _hak_huge_kept_bytes(const hak_huge_kept_t *k);
 /* A live huge block (checked) to a new size above HAK_LARGE_MAX, ≤ HAK_MAX_REQUEST. NULL:

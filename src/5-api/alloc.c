@@ -112,8 +112,8 @@ static SLOW_PATH void *huge_alloc(size_t n, size_t align, bool zero) {
     hak_ensure_init();
     hak_heap_t *me = _hak_heap_thread();
     hak_huge_kept_t *k = me != NULL ? &me->kept : NULL;
-    if (k != NULL && align == 0) {
-        void *p = _hak_huge_take_kept(k, n, zero);
+    if (k != NULL) {
+        void *p = _hak_huge_take_kept(k, n, align, zero);
         if (p != NULL) {
             huge_sample(p, n);
             return p;

@@ -8,21 +8,24 @@
  *   1. reuse: a 3 MiB block freed and another of the same 2 MiB chunks asked for: the same
  *      block (hakmem), its new contents written and read back whole;
  *   2. calloc: a block filled with 0xcd, freed, then calloc of the same chunks: all zero;
- *   3. sizes that change chunks (3, 9, 5 MiB ...), each block tagged and checked: the
+ *   3. alignment: a block of posix_memalign(4096) comes back for the next request of that
+ *      alignment and size (hakmem), and every block, kept or not, has the alignment asked
+ *      for, one that realloc grew (and perhaps moved) from a 4 MiB alignment too;
+ *   4. sizes that change chunks (3, 9, 5 MiB ...), each block tagged and checked: the
  *      statistics agree after (no huge block live, allocations = frees, BigCache hits +
  *      misses = allocations);
- *   4. a thread keeps a block and exits: the block goes to the BigCache, and the main
- *      thread's next malloc of its size gets it (hakmem);
  *   5. malloc_trim(0) returns a kept, written block (RSS back);
- *   6. the next huge call after the purge delay purges a kept block (no purge thread yet:
- *      the process is single-threaded until step 4... so this runs before it);
- *   7. an idle thread's kept block comes back with no call, by the purge thread (skipped
+ *   6. the next huge call after the purge delay purges a kept block (the process is still
+ *      single-threaded, so there is no purge thread);
+ *   7. a thread keeps a block and exits: the block goes to the BigCache, and the main
+ *      thread's next malloc of its size gets it (hakmem);
+ *   8. an idle thread's kept block comes back with no call, by the purge thread (skipped
  *      with --no-purge-thread: libhakmem.a has none);
- *   8. a thread that frees and asks again for the same block, writing all of it, every
+ *   9. a thread that frees and asks again for the same block, writing all of it, every
  *      millisecond for three purge delays while the purge thread runs: the block faults in
  *      at most twice (a keep that reads no clock looks older than it is, so the purge
  *      thread may take it once);
- *   9. fork: the child takes the parent's kept block and frees it, and the parent goes on.
+ *  10. fork: the child takes the parent's kept block and frees it, and the parent goes on.
  * HAKMEM_PURGE_DELAY_MS (default 500) sets the waits. Under another allocator the same
  * steps run and only the contents are checked. */
 #include <malloc.h>
@@ -116,6 +119,50 @@ static void step_calloc(void)
     CHECK(bad == 0, "calloc: %zu of %zu bytes not zero in a reused block", bad, n);
     free(q);
     stats_agree("calloc");
+}
+
+static void step_aligned(void)
+{
+    malloc_trim(0);
+    void *p = NULL, *q = NULL;
+    REQUIRE(posix_memalign(&p, 4096, 3 * MiB) == 0);
+    fill(p, 3 * MiB, 0x21);
+    free(p);
+    REQUIRE(posix_memalign(&q, 4096, 3 * MiB + 5000) == 0);
+    if (hakmem) CHECK(q == p, "aligned: the kept block %p, got %p", p, q);
+    CHECK(((uintptr_t)q & 4095) == 0, "aligned: %p not aligned to 4096", q);
+    fill(q, 3 * MiB + 5000, 0x22);
+    free(q);
+    /* kept with one alignment, asked for with others */
+    static const size_t aligns[] = {16, 64, 4096, 2 << 20, 4 << 20, 8 << 20};
+    for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+        REQUIRE(posix_memalign(&q, aligns[i], 3 * MiB) == 0);
+        CHECK(((uintptr_t)q & (aligns[i] - 1)) == 0, "aligned: %p not aligned to %zu", q,
+              aligns[i]);
+        fill(q, 3 * MiB, (unsigned char)i);
+        free(q);
+    }
+    /* a 4 MiB-aligned block grown by realloc, moved (a block after it keeps it from
+     * growing in place) to a mapping aligned to 2 MiB, or 4 MiB half the time, freed, and
+     * asked for again at that alignment and chunks: eight times */
+    for (int i = 0; i < 8; i++) {
+        REQUIRE(posix_memalign(&p, 4 << 20, 3 * MiB) == 0);
+        void *after = malloc(3 * MiB);
+        REQUIRE(after != NULL);
+        fill(p, 3 * MiB, 0x31);
+        unsigned char *r = realloc(p, 10 * MiB);
+        REQUIRE(r != NULL);
+        CHECK(holds(r, 3 * MiB, 0x31), "aligned: realloc lost the contents");
+        free(r);
+        REQUIRE(posix_memalign(&q, 4 << 20, 10 * MiB) == 0);
+        CHECK(((uintptr_t)q & ((4 << 20) - 1)) == 0, "aligned: %p not aligned to 4 MiB after "
+              "a realloc'd block was kept", q);
+        fill(q, 10 * MiB, 0x32);
+        free(q);
+        free(after);
+        malloc_trim(0);
+    }
+    stats_agree("aligned");
 }
 
 static void step_sizes(void)
@@ -320,6 +367,7 @@ int main(int argc, char **argv)
     free(malloc(100));                      /* (the allocator set up) */
     step_reuse();
     step_calloc();
+    step_aligned();
     step_sizes();
     step_trim();
     step_next_call();                       /* single-threaded so far: no purge thread */
