@@ -85,17 +85,25 @@ static void stats_agree(const char *when)
           st.huge_in_use);
 }
 
-static void step_reuse(void)
+/* A block of n bytes filled with v and freed, the slots and the cache empty before: the
+ * thread's kept block now (its address, for comparison only). */
+static void *freed_block(size_t n, unsigned char v)
 {
     malloc_trim(0);
-    unsigned char *p = malloc(3 * MiB);
+    unsigned char *p = malloc(n);
     REQUIRE(p != NULL);
-    fill(p, 3 * MiB, 0x11);
+    fill(p, n, v);
     free(p);
+    return p;
+}
+
+static void step_reuse(void)
+{
+    void *p = freed_block(3 * MiB, 0x11);
     size_t n = 3 * MiB + 100000;           /* (same two chunks) */
     unsigned char *q = malloc(n);
     REQUIRE(q != NULL);
-    if (hakmem) CHECK(q == p, "reuse: the kept block %p, got %p", (void *)p, (void *)q);
+    if (hakmem) CHECK(q == p, "reuse: the kept block %p, got %p", p, (void *)q);
     CHECK(malloc_usable_size(q) >= n, "reuse: usable size %zu below %zu", malloc_usable_size(q), n);
     fill(q, n, 0x22);
     CHECK(holds(q, n, 0x22), "reuse: contents lost");
@@ -105,15 +113,11 @@ static void step_reuse(void)
 
 static void step_calloc(void)
 {
-    malloc_trim(0);
-    unsigned char *p = malloc(5 * MiB);
-    REQUIRE(p != NULL);
-    fill(p, 5 * MiB, 0xcd);
-    free(p);
+    void *p = freed_block(5 * MiB, 0xcd);
     size_t n = 5 * MiB + 4096;
     unsigned char *q = calloc(1, n);
     REQUIRE(q != NULL);
-    if (hakmem) CHECK(q == p, "calloc: the kept block %p, got %p", (void *)p, (void *)q);
+    if (hakmem) CHECK(q == p, "calloc: the kept block %p, got %p", p, (void *)q);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += q[i] != 0;
     CHECK(bad == 0, "calloc: %zu of %zu bytes not zero in a reused block", bad, n);
@@ -327,11 +331,7 @@ static void step_busy(int purge_thread)
 
 static void step_fork(void)
 {
-    malloc_trim(0);
-    unsigned char *p = malloc(4 * MiB);
-    REQUIRE(p != NULL);
-    fill(p, 4 * MiB, 0x12);
-    free(p);                                /* kept, in the parent and the child's copy */
+    void *p = freed_block(4 * MiB, 0x12);  /* kept, in the parent and the child's copy */
     fflush(NULL);
     pid_t pid = fork();
     REQUIRE(pid >= 0);
@@ -349,7 +349,7 @@ static void step_fork(void)
           status);
     unsigned char *q = malloc(4 * MiB);
     REQUIRE(q != NULL);
-    if (hakmem) CHECK(q == p, "fork: the parent's kept block %p, got %p", (void *)p, (void *)q);
+    if (hakmem) CHECK(q == p, "fork: the parent's kept block %p, got %p", p, (void *)q);
     fill(q, 4 * MiB, 0x56);
     CHECK(holds(q, 4 * MiB, 0x56), "fork: contents lost");
     free(q);
