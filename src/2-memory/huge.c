@@ -59,10 +59,11 @@
  * under the size it was counted at (`counted`; a take may change its size within its
  * chunks, which leaves its slack as it was); the statistics count it freed and cached
  * (heap.c). It goes to the BigCache, as any freed block does, when the thread's next huge
- * malloc needs another size or alignment, when the thread exits, when a drain purges the
- * cache at the thread's free, and when the purge thread or malloc_trim finds it kept for
- * the purge delay (_hak_huge_release_kept): one block a thread, for a purge delay at most
- * where a purge thread runs (tests/api/huge_kept.c). */
+ * malloc needs another size or alignment; when the thread's locked free finds it kept for
+ * the purge delay, or drains the cache; when the thread exits; when the purge thread finds
+ * it kept for the purge delay; and at malloc_trim and when memory runs short
+ * (_hak_huge_release_kept): one block a thread, for a purge delay at most where a purge
+ * thread runs (tests/api/huge_kept.c). */
 #include "0-base/counters.h"
 #include "0-base/diag.h"
 #include "0-base/options.h"
