@@ -484,10 +484,25 @@ static void *make_counted(hak_huge_t *h, size_t size, size_t off) {
     return make_live(h, size, off);
 }
 
+/* A request aligned to align: its payload's offset in the mapping, and the mapping's
+ * alignment. */
+static size_t offset_for(size_t align) { return align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR; }
+static size_t malign_for(size_t align) { return align > HAK_SS_SIZE ? align : HAK_SS_SIZE; }
+
+/* calloc of a reused mapping at offset off: past `used` it reads as zero (never written,
+ * or purged with MADV_DONTNEED; a cached or kept mapping is nobody's, so nothing writes it
+ * meanwhile), so only what earlier blocks wrote is cleared. */
+static void clear_reused(hak_huge_t *h, size_t off, size_t size) {
+    if (h->used <= off) return;
+    size_t dirty = h->used - off;
+    memset((char *)h + off, 0, dirty < size ? dirty : size);
+}
+
 /* ---- kept blocks (see the top of the file) ---- */
 
 static hak_huge_t *kept_header(uintptr_t w) { return (hak_huge_t *)(w & ~(uintptr_t)HAK_KEPT_CHUNKS); }
 static size_t kept_len(uintptr_t w) { return (w & HAK_KEPT_CHUNKS) << HAK_SS_SHIFT; }
+static uintptr_t kept_word(const hak_huge_t *h) { return (uintptr_t)h | (h->maplen >> HAK_SS_SHIFT); }
 size_t _hak_huge_kept_bytes(const hak_huge_kept_t *k) {
     return kept_len(atomic_load_explicit(&k->block, memory_order_relaxed));
 }
@@ -527,7 +542,7 @@ static void keep(hak_huge_kept_t *k, hak_huge_t *h, uint32_t now) {
     h->state = HUGE_KEPT;
     relaxed_store(&k->at, now);
     k->kept++;
-    atomic_store_explicit(&k->block, (uintptr_t)h | (h->maplen >> HAK_SS_SHIFT), memory_order_release);
+    atomic_store_explicit(&k->block, kept_word(h), memory_order_release);
 }
 
 /* k's block, taken out of the slot (NULL: none, or someone took it first). */
@@ -542,19 +557,15 @@ void *_hak_huge_take_kept(hak_huge_kept_t *k, size_t size, size_t align, bool ze
     if (h == NULL) return NULL;
     /* the request's offset, and the mapping aligned as _hak_huge_alloc's would be (a block
      * that realloc moved keeps its offset on a mapping aligned to 2 MiB only) */
-    size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
-    size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
-    if (h->offset != off || ((uintptr_t)h & (malign - 1)) != 0 ||
+    size_t off = offset_for(align);
+    if (h->offset != off || ((uintptr_t)h & (malign_for(align) - 1)) != 0 ||
         chunks_for(off, h->size) != chunks_for(off, size)) {
         /* back into the slot (empty: only its owner fills it), for _hak_huge_alloc */
-        atomic_store_explicit(&k->block, (uintptr_t)h | (h->maplen >> HAK_SS_SHIFT), memory_order_release);
+        atomic_store_explicit(&k->block, kept_word(h), memory_order_release);
         return NULL;
     }
     k->taken++;
-    if (zero && h->used > off) {            /* (as _hak_huge_alloc's reuse) */
-        size_t dirty = h->used - off;
-        memset((char *)h + off, 0, dirty < size ? dirty : size);
-    }
+    if (zero) clear_reused(h, off, size);
     return make_live(h, size, off);
 }
 
@@ -563,9 +574,9 @@ static void unmap_list(hak_huge_t *list);
 
 void *_hak_huge_alloc(size_t size, size_t align, bool zero, hak_huge_kept_t *k) {
     hak_assert(size <= HAK_MAX_REQUEST && align <= HAK_MAX_REQUEST / 2);   /* the API checked */
-    size_t off = align > HAK_HUGE_HDR ? align : HAK_HUGE_HDR;
+    size_t off = offset_for(align);
     size_t maplen = chunks_for(off, size);
-    size_t malign = align > HAK_SS_SIZE ? align : HAK_SS_SIZE;
+    size_t malign = malign_for(align);
 
     /* the thread's kept block, which _hak_huge_take_kept did not take: to the cache */
     hak_huge_t *give = k != NULL ? kept_take(k) : NULL;
@@ -591,13 +602,7 @@ void *_hak_huge_alloc(size_t size, size_t align, bool zero, hak_huge_kept_t *k) 
     _hak_counters_note_huge();
     if (grow != NULL) h = cache_grow(grow, maplen);
     if (h != NULL) {
-        char *p = (char *)h + off;
-        /* past `used` the mapping reads as zero: never written, or purged with MADV_DONTNEED
-         * (a cached mapping is nobody's, so nothing writes it meanwhile) */
-        if (zero && h->used > off) {
-            size_t dirty = h->used - off;
-            memset(p, 0, dirty < size ? dirty : size);
-        }
+        if (zero) clear_reused(h, off, size);
         return make_counted(h, size, off);
     }
     void *base = HAK_OS(HUGE, _hak_os_map_aligned(maplen, malign));
@@ -677,7 +682,7 @@ void _hak_huge_free(hak_huge_t *h, void *p, hak_huge_kept_t *k) {
         }
     }
     /* the thread's kept block goes too where it is due, or where this free drains the cache
-     * (it was freed first, in the run) */
+     * (it was freed first, in the run): one or the other, as the first empties the slot */
     hak_huge_t *more = held && kept_due(relaxed_load(&k->at), (uint32_t)_hak_now_ms()) ? kept_take(k) : NULL;
     uint32_t more_at = more != NULL ? relaxed_load(&k->at) : 0;
     HAK_LOCK(&huge_lock, HUGE);
@@ -687,15 +692,13 @@ void _hak_huge_free(hak_huge_t *h, void *p, hak_huge_kept_t *k) {
     if (more != NULL) unmap_more = cache_put_locked(more, now, more_at, NULL);
     bool drained = false;
     hak_huge_t *unmap = cache_put_locked(h, now, (uint32_t)now, &drained);
-    hak_huge_t *unmap_last = NULL;
     if (drained && k != NULL && (more = kept_take(k)) != NULL) {
-        unmap_last = cache_put_locked(more, now, (uint32_t)now, NULL);
+        unmap_more = cache_put_locked(more, now, (uint32_t)now, NULL);
         purge_cache_locked(true, now);
     }
     huge_unlock();
     unmap_list(unmap);
     unmap_list(unmap_more);
-    unmap_list(unmap_last);
 }
 
 /* Takes k's block into the cache (due_only: one kept for the purge delay), cached as of
