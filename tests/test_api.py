@@ -176,7 +176,8 @@ def test_huge_kept_block(variant):
     "Kept blocks"): the same block back with calloc's zeroes, the statistics counting it
     freed, and its memory back at malloc_trim, at the thread's exit, at the next huge call
     past the purge delay and, for an idle thread, by the purge thread (libhakmem.a has
-    none); a forked child takes the parent's."""
+    none); a forked child takes the parent's, and the kept blocks of threads the fork left
+    behind reach the child's BigCache."""
     r = run_program("huge_kept", ["--no-purge-thread"] if variant == "static" else [],
                     variant=variant, timeout=120, env={"HAKMEM_PURGE_DELAY_MS": "200"})
     assert_checks_passed(r, "huge_kept")

@@ -295,14 +295,21 @@ pthread_mutex_t *_hak_cross_thread_fork(hak_fork_phase_t phase) {
 
 /* In the child only the forking thread exists. Every heap's batches of remote frees go
  * out, and the other threads' caches send the blocks of other heaps' spans they hold (no
- * one else would send them). Its heap may have spans whose notifier was another thread,
- * now gone: finish their hand-over here. Heaps of the other threads stay as they were
- * (their blocks may still be in use by the child and freed remotely). */
+ * one else would send them); their kept huge blocks go to the BigCache, as at a thread's
+ * exit: there the child's huge mallocs reuse them, its bound holds them and its purges
+ * reach them (kept in a gone thread's slot, up to a quarter of the BigCache each, nothing
+ * would). Its heap may have spans whose notifier was another thread, now gone: finish
+ * their hand-over here. Heaps of the other threads stay as they were otherwise (their
+ * blocks may still be in use by the child and freed remotely). huge.c's lock is free
+ * here: its module's child step runs before this one (init.c, fork_order). */
 static void after_fork_child(void) {
     hak_heap_t *h = _hak_thread_heap;
     for (hak_heap_t *o = __atomic_load_n(&_hak_heaps_all, __ATOMIC_ACQUIRE); o != NULL; o = o->next_all) {
         _hak_span_batches_flush(&o->rb);
-        if (o != h && o->live && !o->shared && !o->special) _hak_tcache_fork_child_send(o);
+        if (o != h && o->live && !o->shared && !o->special) {
+            _hak_tcache_fork_child_send(o);
+            _hak_huge_release_kept(&o->kept, false);
+        }
     }
     if (h == &_hak_empty_heap) return;
     unpark_all(h, false);           /* (its lock is free: no reclaimer was in a pass) */

@@ -25,7 +25,10 @@
  *      millisecond for three purge delays while the purge thread runs: the block faults in
  *      at most twice (a keep that reads no clock looks older than it is, so the purge
  *      thread may take it once);
- *  10. fork: the child takes the parent's kept block and frees it, and the parent goes on.
+ *  10. fork: the child takes the parent's kept block and frees it, and the parent goes on;
+ *  11. fork beside threads that each keep a block and live on: in the child, where those
+ *      threads are gone, their blocks are in the BigCache, and the child's mallocs of their
+ *      sizes get them (hakmem).
  * HAKMEM_PURGE_DELAY_MS (default 500) sets the waits. Under another allocator the same
  * steps run and only the contents are checked. */
 #include <malloc.h>
@@ -356,6 +359,71 @@ static void step_fork(void)
     stats_agree("fork");
 }
 
+/* Step 11: a thread keeps a block of its own size, says so, and waits until told to exit. */
+enum { FORK_THREADS = 3 };
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fork_cv = PTHREAD_COND_INITIALIZER;
+static int fork_kept, fork_go;
+static void *fork_block[FORK_THREADS];
+
+static size_t fork_size(int i) { return (size_t)(7 + 2 * i) * MiB; }
+
+static void *keep_and_wait(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    unsigned char *p = malloc(fork_size(i));
+    REQUIRE(p != NULL);
+    fill(p, fork_size(i), (unsigned char)(0x70 + i));
+    free(p);
+    pthread_mutex_lock(&fork_mu);
+    fork_block[i] = p;
+    fork_kept++;
+    pthread_cond_broadcast(&fork_cv);
+    while (!fork_go) pthread_cond_wait(&fork_cv, &fork_mu);
+    pthread_mutex_unlock(&fork_mu);
+    return NULL;
+}
+
+static void step_fork_threads(void)
+{
+    malloc_trim(0);
+    pthread_t t[FORK_THREADS];
+    for (int i = 0; i < FORK_THREADS; i++)
+        REQUIRE(pthread_create(&t[i], NULL, keep_and_wait, (void *)(intptr_t)i) == 0);
+    pthread_mutex_lock(&fork_mu);
+    while (fork_kept < FORK_THREADS) pthread_cond_wait(&fork_cv, &fork_mu);
+    pthread_mutex_unlock(&fork_mu);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        /* largest first: a block only ever comes from a mapping at least its size */
+        int bad = 0;
+        for (int i = FORK_THREADS - 1; i >= 0; i--) {
+            unsigned char *q = malloc(fork_size(i));
+            if (q == NULL) _exit(2);
+            if (hakmem && q != fork_block[i]) {
+                fprintf(stderr, "huge_kept: fork beside threads: thread %d's kept block %p not "
+                        "in the child's BigCache (got %p)\n", i, fork_block[i], (void *)q);
+                bad = 1;
+            }
+            fill(q, fork_size(i), 0x7f);
+            free(q);
+        }
+        _exit(bad ? 3 : 0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork beside threads: the child "
+          "failed (status %d)", status);
+    pthread_mutex_lock(&fork_mu);
+    fork_go = 1;
+    pthread_cond_broadcast(&fork_cv);
+    pthread_mutex_unlock(&fork_mu);
+    for (int i = 0; i < FORK_THREADS; i++) pthread_join(t[i], NULL);
+    stats_agree("fork beside threads");
+}
+
 int main(int argc, char **argv)
 {
     hakmem = check_take_hakmem_flag(&argc, argv);
@@ -375,5 +443,6 @@ int main(int argc, char **argv)
     step_idle(purge_thread);
     step_busy(purge_thread);
     step_fork();
+    step_fork_threads();
     CHECK_DONE("huge_kept");
 }
