@@ -681,15 +681,14 @@ void _hak_huge_free(hak_huge_t *h, void *p, hak_huge_kept_t *k) {
             return;
         }
     }
-    /* the thread's kept block goes too where it is due, or where this free drains the cache
-     * (it was freed first, in the run): one or the other, as the first empties the slot */
-    hak_huge_t *more = held && kept_due(relaxed_load(&k->at), (uint32_t)_hak_now_ms()) ? kept_take(k) : NULL;
-    uint32_t more_at = more != NULL ? relaxed_load(&k->at) : 0;
     HAK_LOCK(&huge_lock, HUGE);
     uint64_t now = lock_now();
     HAK_STAT_ADD_LOCKED(huge_frees, 1);
-    hak_huge_t *unmap_more = NULL;
-    if (more != NULL) unmap_more = cache_put_locked(more, now, more_at, NULL);
+    /* the thread's kept block goes too where it is due (by the reading under the lock, as
+     * every comparison here), or where this free drains the cache (it was freed first, in
+     * the run): one or the other, as the first empties the slot; k->at is the owner's */
+    hak_huge_t *more = held && kept_due(relaxed_load(&k->at), (uint32_t)now) ? kept_take(k) : NULL;
+    hak_huge_t *unmap_more = more != NULL ? cache_put_locked(more, now, relaxed_load(&k->at), NULL) : NULL;
     bool drained = false;
     hak_huge_t *unmap = cache_put_locked(h, now, (uint32_t)now, &drained);
     if (drained && k != NULL && (more = kept_take(k)) != NULL) {
