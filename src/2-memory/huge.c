@@ -32,7 +32,7 @@
  * fits; a block larger than the budget is unmapped at once; realloc keeps a shrunk
  * block's resident tail only within the budget. So held is within the budget after every
  * call: never above 2 × HAKMEM_BIGCACHE_MB or, past that, HAKMEM_BIGCACHE_MB plus half the
- * live huge bytes; and the resident memory of huge blocks within their payloads (threads'
+ * recent peak (at most the live huge bytes); and the resident memory of huge blocks within their payloads (threads'
  * kept blocks among them, below; each rounded up to its last 2 MiB chunk) plus held. A mapping larger
  * than a quarter of HAKMEM_BIGCACHE_MB is cached where it fits the budget beside what the
  * cache holds, and otherwise only while the program reuses its size: two of the last
