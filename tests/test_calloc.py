@@ -34,8 +34,9 @@ def test_calloc_churn_static_eager_purge():
 @pytest.mark.parametrize("variant", ["preload", "static"])
 def test_calloc_churn_mixed_lifetimes(variant):
     """Workers of eight lengths that exit as they finish while the others still trade with
-    them, and one block in 100 a hundred times as long (the mid and large tiers), with
-    memory purged soon: every calloc zero, every block intact."""
+    them, one block in 100 a hundred times as long (the mid and large tiers), and each
+    worker's arrays of blocks grown by realloc from 16 entries, with memory purged soon:
+    every calloc zero, every block intact."""
     r = run_program("calloc_churn", ["--mixed", "16", "6", "20000"], variant=variant,
                     timeout=120, env={"HAKMEM_PURGE_DELAY_MS": "20"})
     assert_checks_passed(r, "calloc_churn")
@@ -45,3 +46,11 @@ def test_selfcheck_calloc_churn_detects_dirty_calloc():
     r = _run_broken("calloc_churn", "calloc_dirty", ["4", "1", "2000"])
     assert r.returncode != 0, "calloc_churn passed over a calloc that returns dirty memory"
     assert "calloc(" in r.stderr and "word" in r.stderr, r.stderr[-3000:]
+
+
+def test_selfcheck_calloc_churn_mixed_detects_lost_realloc():
+    """--mixed's arrays grown by realloc: a realloc that does not keep their contents is
+    caught (a block pointer damaged)."""
+    r = _run_broken("calloc_churn", "realloc_lose", ["--mixed", "4", "1", "2000"])
+    assert r.returncode != 0, "calloc_churn --mixed passed over a realloc that loses contents"
+    assert "CHECK failed" in r.stderr or r.returncode < 0, r.stderr[-3000:]

@@ -20,7 +20,10 @@
  *
  * --mixed: workers of eight lengths (a quarter of `steps` to twice it) exit as soon as they
  * are done, while the others still trade with them (remote frees into heaps that are gone),
- * and one block in 100 is 100 times as long (up to 320 KiB: the mid and large tiers). */
+ * one block in 100 is 100 times as long (up to 320 KiB: the mid and large tiers), and a
+ * worker's arrays of blocks start at 16 entries and grow by realloc, as a program's vectors
+ * do (up to 64 KiB and 256 KiB: through the small, mid and large tiers, the pointers in
+ * them kept). */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -78,15 +81,30 @@ static void drop(uint64_t *p) {
     free(p);
 }
 
+/* An array of n entries with room for one more: twice as long by realloc when full (under
+ * --mixed, which starts them at 16 entries; else they never fill). */
+static uint64_t **grown(uint64_t **a, size_t n, size_t *cap) {
+    if (n < *cap) return a;
+    *cap *= 2;
+    a = realloc(a, *cap * sizeof *a);
+    REQUIRE(a != NULL, "realloc to %zu entries", *cap);
+    return a;
+}
+
 static void *worker(void *arg) {
     uint64_t s = (uintptr_t)arg * 0x9e3779b97f4a7c15ull | 1;
     int mine = mixed ? steps * (1 + (int)((uintptr_t)arg % 8)) / 4 : steps;
-    size_t cap = (size_t)mine, nkeep = 0, ntmp = 0;
-    uint64_t **keep = calloc(cap, sizeof *keep), **tmp = calloc(cap, sizeof *tmp);
+    size_t kcap = mixed ? 16 : (size_t)mine, tcap = kcap, nkeep = 0, ntmp = 0;
+    uint64_t **keep = calloc(kcap, sizeof *keep), **tmp = calloc(tcap, sizeof *tmp);
     REQUIRE(keep != NULL && tmp != NULL);
     for (int k = 0; k < mine; k++) {
         uint64_t *p = make(&s);
-        if (rnd(&s) % 2 == 0) { keep[nkeep++] = p; continue; }
+        if (rnd(&s) % 2 == 0) {
+            keep = grown(keep, nkeep, &kcap);
+            keep[nkeep++] = p;
+            continue;
+        }
+        tmp = grown(tmp, ntmp, &tcap);
         tmp[ntmp++] = p;
         if (rnd(&s) % 3 != 0) {                     /* free one of ours, at random */
             size_t i = rnd(&s) % ntmp;
