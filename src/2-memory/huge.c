@@ -32,10 +32,11 @@
  * fits; a block larger than the budget is unmapped at once; realloc keeps a shrunk
  * block's resident tail only within the budget. So held is within the budget after every
  * call: never above 2 × HAKMEM_BIGCACHE_MB or, past that, HAKMEM_BIGCACHE_MB plus half the
- * recent peak (at most the live huge bytes); and the resident memory of huge blocks within their payloads (threads'
- * kept blocks among them, below; each rounded up to its last 2 MiB chunk) plus held. A mapping larger
- * than a quarter of HAKMEM_BIGCACHE_MB is cached where it fits the budget beside what the
- * cache holds, and otherwise only while the program reuses its size: two of the last
+ * recent peak (at most the live huge bytes); and the resident memory of huge blocks
+ * within their payloads (threads' kept blocks among them, below; each rounded up to its
+ * last 2 MiB chunk) plus held. A mapping larger than a quarter of HAKMEM_BIGCACHE_MB is
+ * cached where it fits the budget beside what the cache holds, and otherwise only while
+ * the program reuses its size: two of the last
  * eight huge allocations needed between half of it and all of it (a block freed once,
  * never to come again, does not push out what the cache holds). With
  * HAKMEM_BIGCACHE_MB=0 nothing is cached and no slack kept. Cached mappings are purged
