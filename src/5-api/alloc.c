@@ -267,11 +267,25 @@ FAST_PATH void free_traded(hak_heap_t *me, void *p, hak_unit_t *u, unsigned cls)
     tc_push(tc, p);
 }
 
+/* Does a thread that trades blocks of class cls keep another thread's block (free_traded)
+ * rather than send it home? Only one whose owner's key is below its own. Kept blocks keep
+ * their owner, so where two threads keep each other's, the blocks in play stay as mixed as
+ * they were at the start, and each free's owner test is a coin toss the CPU guesses wrong
+ * half the time (docs/BENCHMARKS.md, "The owner test in a trade"). With the order, the
+ * thread of the lower key sends the other's blocks home and refills with its own, which the
+ * other keeps: soon every block in play is the lowest key's (in `exchange`, after some 30,000
+ * of its frees), and each thread's test goes the same way every time. */
+FAST_PATH bool keeps_traded(const hak_heap_t *me, unsigned cls, uintptr_t owner) {
+    return me->rb.slot[cls].trading && likely(owner > HAK_CHECKED_OWNER) &&
+           owner < hak_thread_key();
+}
+
 /* Another thread's block, counted by this thread as a remote free. Where the thread trades
  * blocks of the class — its mallocs of the class were between a quarter and four times its
  * remote frees of it, as its last slow path of the class saw (tcache.c, _hak_tcache_trade;
- * not before, so a thread's first remote frees go home as before) — the block joins its
- * own cache, and the next malloc of the class hands it out: threads that trade blocks
+ * not before, so a thread's first remote frees go home as before) — and the owner's key is
+ * below its own (keeps_traded), the block joins its own cache, and the next malloc of the
+ * class hands it out: threads that trade blocks
  * through a shared structure touch no shared word for them (`moved` counts the block in,
  * so the statistics count the free once); it goes home only when a flush sends it, in a
  * batch (tcache.c). Elsewhere (a consumer, which frees and does not allocate, or a thread
@@ -284,7 +298,7 @@ FAST_PATH void free_traded(hak_heap_t *me, void *p, hak_unit_t *u, unsigned cls)
  * span (no owner) and checked mode to the slow end. */
 FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *u) {
     unsigned cls = u->cls;
-    if (me->rb.slot[cls].trading) free_traded(me, p, u, cls);
+    if (keeps_traded(me, cls, relaxed_load(&u->owner))) free_traded(me, p, u, cls);
     else free_batched(me, s, p, u, cls);
 }
 
@@ -320,7 +334,7 @@ static SLOW_PATH void free_other(void *p, hak_unit_t *u) {
     unsigned cls = u->cls;
     /* a thread that trades the class first (free_foreign's test, on its own: the empty
      * heap trades no class), before the span, which only the batch needs */
-    if (me->rb.slot[cls].trading && likely(owner > HAK_CHECKED_OWNER)) {
+    if (keeps_traded(me, cls, owner)) {
         free_traded(me, p, u, cls);
         return;
     }

@@ -7,7 +7,8 @@
  * Usage: remote_batch [--hakmem]
  *
  * The main thread allocates blocks of one size; another thread frees them all, fewer than
- * a batch's limit, so that they stay gathered. After each way out, malloc_trim(0) takes
+ * a batch's limit, so that they stay gathered (in step 2, the trade, the thread of the
+ * lower key allocates and the other frees: trade_side). After each way out, malloc_trim(0) takes
  * every block home and releases every empty span, so the spans of the blocks' class in use
  * (hak_stats_get) are back where they were before the blocks were allocated — unless a
  * block is still held somewhere. Checked with --hakmem (hakmem's statistics); the
@@ -66,11 +67,7 @@ static void free_all(void)
     }
 }
 
-/* The freeing thread: frees, then waits for the main thread's word before it goes on;
- * (reuse) first trades blocks of the size (a free of the main thread's and a malloc in
- * turn: hakmem looks at the mix on its refills, over at least 64 remote frees), then frees, and then
- * allocates N blocks of the size, most of which must be the blocks it freed (reused: how
- * many were), frees them again and waits for the word to end. */
+/* The freeing thread: frees, then waits for the main thread's word before it goes on. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int stage;
@@ -90,25 +87,46 @@ static void set_stage(int s)
     pthread_mutex_unlock(&mu);
 }
 
+static void *freer(void *arg)
+{
+    (void)arg;
+    free_all();
+    set_stage(1);
+    wait_stage(2);
+    return NULL;
+}
+
+/* Step 2's two sides, the main thread (0) and another (1). The owner allocates the blocks;
+ * the trader first trades blocks of the size (a free of the owner's and a malloc in turn:
+ * hakmem looks at the mix on its refills, over at least 64 remote frees), then frees the
+ * blocks, and then allocates N blocks of the size, most of which must be the blocks it
+ * freed (reused: how many were), and frees them again. hakmem keeps only the blocks of a
+ * thread of a lower key than the trader's (src/5-api/alloc.c, keeps_traded), its thread
+ * pointer, which glibc's pthread_self() returns on x86-64: the thread with the higher one
+ * trades. */
 enum { WINDOW = 256 };
 static void *warm[WINDOW];
 static int reused;
+static pthread_barrier_t sides;
+static uintptr_t self_of[2];
 
-static void *freer(void *arg)
+static void trade_side(int me)
 {
-    int reuse = arg != NULL;
-    static void *kept[WINDOW];             /* (freed at the end: a free-only stretch now would
-                                              look like a consumer's) */
-    if (reuse) {
+    self_of[me] = (uintptr_t)pthread_self();
+    pthread_barrier_wait(&sides);
+    int trader = self_of[me] > self_of[!me];
+    if (!trader) {
+        for (int i = 0; i < WINDOW; i++) REQUIRE((warm[i] = malloc(SIZE)) != NULL);
+        allocate();
+    }
+    pthread_barrier_wait(&sides);
+    if (trader) {
+        static void *kept[WINDOW];
         for (int i = 0; i < WINDOW; i++) {
             free(warm[i]);
             REQUIRE((kept[i] = malloc(SIZE)) != NULL);
         }
-    }
-    free_all();
-    set_stage(1);
-    wait_stage(2);
-    if (reuse) {
+        free_all();
         void *again[N];
         for (int i = 0; i < N; i++) {
             REQUIRE((again[i] = malloc(SIZE)) != NULL);
@@ -116,11 +134,16 @@ static void *freer(void *arg)
         }
         memcpy(blocks, again, sizeof blocks);
         allocate_fill();
-        set_stage(3);
-        wait_stage(4);
         free_all();
         for (int i = 0; i < WINDOW; i++) free(kept[i]);
     }
+    pthread_barrier_wait(&sides);           /* (the owner lives until the trader is done) */
+}
+
+static void *other_side(void *arg)
+{
+    (void)arg;
+    trade_side(1);
     return NULL;
 }
 
@@ -146,14 +169,9 @@ int main(int argc, char **argv)
     }
 
     /* 2. a freeing thread that trades the size gets the blocks it freed back */
-    for (int i = 0; i < WINDOW; i++) REQUIRE((warm[i] = malloc(SIZE)) != NULL);
-    allocate();
-    stage = 0;
-    REQUIRE(pthread_create(&t, NULL, freer, (void *)1) == 0);
-    wait_stage(1);
-    set_stage(2);
-    wait_stage(3);
-    set_stage(4);
+    REQUIRE(pthread_barrier_init(&sides, NULL, 2) == 0);
+    REQUIRE(pthread_create(&t, NULL, other_side, NULL) == 0);
+    trade_side(0);
     REQUIRE(pthread_join(t, NULL) == 0);
     if (hakmem) {
         CHECK(reused >= N / 2);     /* (most: the cache may overflow and send some home) */

@@ -3,6 +3,7 @@
  * "survived" and checks the heap with a burst of allocations when it gets to the end. */
 #include <malloc.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,57 +27,60 @@ static void *free_p_q_p(void *arg) {
     return NULL;
 }
 
-/* A thread that trades blocks of 100 bytes with the main thread (frees one of its blocks,
- * allocates one, TRADE times: hakmem's remote frees of the class then stay in the
- * thread's own cache, src/5-api/alloc.c's free_foreign), then misuses `traded_victim`:
- * frees it twice (traded_twice), or frees it once and, after the main thread freed it too,
- * allocates from its cache (traded_then_owner), or frees it after the main thread, its
- * owner, freed it into its own cache (owner_then_traded: the block carries the owner's key). */
+/* Two threads: one (the owner) allocates blocks of 100 bytes, and the other (the trader)
+ * trades with it (frees one of its blocks, allocates one, TRADE times: hakmem's remote frees
+ * of the class then stay in the trader's own cache, src/5-api/alloc.c's free_foreign, where
+ * the owner's key is below the trader's: keeps_traded; the key is the thread pointer, which
+ * glibc's pthread_self() returns on x86-64, so the thread with the lower one owns). Then
+ * they misuse the owner's `traded_victim`: the trader frees it twice (traded_twice), or
+ * frees it once and, after the owner freed it too, allocates from its cache
+ * (traded_then_owner), or frees it after the owner freed it into its own cache
+ * (owner_then_traded: the block carries the owner's key). */
 enum { TRADE = 1024 };
+enum { TRADED_TWICE, TRADED_THEN_OWNER, OWNER_THEN_TRADED };
 static void *traded[TRADE];
 static void *traded_victim;
 static pthread_barrier_t traded_step;
+static uintptr_t traded_self[2];
+static int traded_case;
 static void trade(void) {
     static void *kept[TRADE];
     for (int i = 0; i < TRADE; i++) { free(traded[i]); kept[i] = malloc(100); }
     for (int i = 0; i < TRADE; i++) traded[i] = kept[i];    /* (freed by the heap check) */
 }
-static void *traded_twice(void *arg) {
-    (void)arg;
-    trade();
-    free(traded_victim);
-    free(traded_victim);
-    return NULL;
-}
-static void *traded_then_owner(void *arg) {
-    (void)arg;
-    trade();
-    free(traded_victim);
-    pthread_barrier_wait(&traded_step);      /* the main thread frees it again */
-    pthread_barrier_wait(&traded_step);
-    for (int i = 0; i < 4; i++) (void)!malloc(100);
-    return NULL;
-}
-static void *owner_then_traded(void *arg) {
-    (void)arg;
-    trade();
-    pthread_barrier_wait(&traded_step);      /* the main thread frees it first */
-    pthread_barrier_wait(&traded_step);
-    free(traded_victim);
-    return NULL;
-}
-static void run_traded(void *(*fn)(void *)) {
-    for (int i = 0; i < TRADE; i++) traded[i] = malloc(100);
-    traded_victim = malloc(100);
-    pthread_barrier_init(&traded_step, NULL, 2);
-    pthread_t t;
-    if (pthread_create(&t, NULL, fn, NULL) != 0) exit(4);
-    if (fn == traded_then_owner || fn == owner_then_traded) {
-        pthread_barrier_wait(&traded_step);
-        free(traded_victim);
-        pthread_barrier_wait(&traded_step);
+static void traded_wait(void) { pthread_barrier_wait(&traded_step); }
+static void *traded_side(void *arg) {
+    int me = (int)(intptr_t)arg;
+    traded_self[me] = (uintptr_t)pthread_self();
+    traded_wait();                           /* both threads' pointers known */
+    int trader = traded_self[me] > traded_self[!me];
+    if (!trader) {
+        for (int i = 0; i < TRADE; i++) traded[i] = malloc(100);
+        traded_victim = malloc(100);
     }
-    if (pthread_join(t, NULL) != 0) exit(4);
+    traded_wait();
+    if (trader) {
+        trade();
+        if (traded_case != OWNER_THEN_TRADED) free(traded_victim);
+        if (traded_case == TRADED_TWICE) free(traded_victim);
+    }
+    traded_wait();
+    if (!trader && traded_case != TRADED_TWICE) free(traded_victim);
+    traded_wait();
+    if (trader && traded_case == OWNER_THEN_TRADED) free(traded_victim);
+    if (trader && traded_case == TRADED_THEN_OWNER)
+        for (int i = 0; i < 4; i++) (void)!malloc(100);
+    traded_wait();                           /* (the owner stays until the trader is done) */
+    return NULL;
+}
+static void run_traded(int which) {
+    traded_case = which;
+    pthread_barrier_init(&traded_step, NULL, 2);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&t[i], NULL, traded_side, (void *)(intptr_t)i) != 0) exit(4);
+    for (int i = 0; i < 2; i++)
+        if (pthread_join(t[i], NULL) != 0) exit(4);
 }
 
 /* After an ignored misuse the allocator must still hand out sound, distinct blocks. */
@@ -156,9 +160,9 @@ int main(int argc, char **argv) {
         on_a_thread(free_p_q_p, pq);
         malloc_trim(0);
     }
-    else if (!strcmp(c, "traded_double_free")) run_traded(traded_twice);
-    else if (!strcmp(c, "traded_then_owner")) run_traded(traded_then_owner);
-    else if (!strcmp(c, "owner_then_traded")) run_traded(owner_then_traded);
+    else if (!strcmp(c, "traded_double_free")) run_traded(TRADED_TWICE);
+    else if (!strcmp(c, "traded_then_owner")) run_traded(TRADED_THEN_OWNER);
+    else if (!strcmp(c, "owner_then_traded")) run_traded(OWNER_THEN_TRADED);
     else if (!strcmp(c, "uaf_remote")) {
         /* blocks freed from another thread, then the last one's link overwritten through a
          * stale pointer: the owner meets it when it collects the remote list (malloc_trim) */

@@ -1,7 +1,9 @@
 /* Blocks of another thread's spans that a thread frees (src/5-api/alloc.c, free_foreign):
  * until a slow path of their class finds the thread trading it (mallocs a quarter to four
  * times the remote frees, over at least HAK_TRADE_WINDOW of them: tcache.c,
- * _hak_tcache_trade), they gather in its batches; from then on they join its own cache,
+ * _hak_tcache_trade), they gather in its batches; from then on, where their owner's key is
+ * below the thread's own (keeps_traded: the owner is the lower of two threads' keys here,
+ * the trader the higher; unit_trade_order.c has the other way), they join its own cache,
  * gather in no batch, and its next mallocs of the class hand them out again; once it only
  * frees the class, the flush of its full cache turns that off and they gather in its batch
  * for their span again, which goes out on its next slow path; at its exit every block
@@ -62,18 +64,75 @@ static int cmp_ptr(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int main(void) {
-    size_t c = hak_size_class(SZ);
-    hak_stats_t a, b;
+/* The two roles, given by the threads' keys: the main thread and a helper, in the steps of
+ * a barrier. The owner allocates the blocks and, after the checks of the trade, the last
+ * check's; the trader trades. */
+static pthread_barrier_t step;
+static uintptr_t main_key, helper_key;
+static int helper_owns;
+static hak_stats_t a, b;
+
+static void owner_blocks(void) {
     for (int i = 0; i < M; i++) {
         REQUIRE((blocks[i] = hak_malloc(SZ)) != NULL);
         memset(blocks[i], 0x5a, SZ);
     }
-    hak_stats_get(&a);
+}
+
+/* Every block reached its owner once: M mallocs give M distinct blocks, and freeing
+ * them leaves the class's spans as they were before the first. */
+static void owner_again(void) {
+    static void *again[M];
+    for (int i = 0; i < M; i++) REQUIRE((again[i] = hak_malloc(SZ)) != NULL);
+    qsort(again, M, sizeof *again, cmp_ptr);
+    int dups = 0;
+    for (int i = 1; i < M; i++) dups += again[i] == again[i - 1];
+    CHECK(dups == 0, "%d blocks handed out twice", dups);
+    for (int i = 0; i < M; i++) hak_free(again[i]);
+}
+
+static void wait_step(void) {
+    int r = pthread_barrier_wait(&step);
+    REQUIRE(r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD);
+}
+
+/* Steps: 0 the helper's key written, 1 the roles known, 2 the blocks made, 3 the statistics
+ * read, 4 the trade done, 5 the statistics read again. */
+static void *helper(void *arg) {
+    (void)arg;
+    helper_key = hak_thread_key();
+    wait_step();                         /* (the main thread reads it) */
+    wait_step();
+    if (helper_owns) owner_blocks();
+    wait_step();
+    wait_step();
+    if (!helper_owns) trader(NULL);
+    wait_step();
+    wait_step();
+    if (helper_owns) owner_again();
+    check_thread_done();
+    return NULL;
+}
+
+int main(void) {
+    size_t c = hak_size_class(SZ);
+    REQUIRE(pthread_barrier_init(&step, NULL, 2) == 0);
+    main_key = hak_thread_key();
     pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, trader, NULL) == 0);
-    REQUIRE(pthread_join(t, NULL) == 0);
+    REQUIRE(pthread_create(&t, NULL, helper, NULL) == 0);
+    wait_step();                         /* (the helper's key written) */
+    helper_owns = helper_key < main_key;
+    wait_step();
+    if (!helper_owns) owner_blocks();
+    wait_step();
+    hak_stats_get(&a);
+    wait_step();
+    if (helper_owns) trader(NULL);
+    wait_step();
     hak_stats_get(&b);
+    wait_step();
+    if (!helper_owns) owner_again();
+    REQUIRE(pthread_join(t, NULL) == 0);
 
     CHECK(!first_window_on, "the first window counted as trading");
     CHECK(traded_on, "a window of a remote free and a malloc in turn is no trading");
@@ -84,8 +143,8 @@ int main(void) {
     CHECK(batch_of_drain == 1, "a thread that only frees the class gathered no batch");
     CHECK(batches_after_slow == 0, "batches left after a slow path: %#llx",
           (unsigned long long)batches_after_slow);
-    /* the trader: W + N mallocs; the main thread's M blocks freed, N of them twice, and W of
-     * its own */
+    /* the trader: W + N mallocs; the owner's M blocks freed, N of them twice, and W of its
+     * own */
     unsigned long long allocs = b.cls[c].allocs - a.cls[c].allocs, frees = b.cls[c].frees - a.cls[c].frees,
                        remote = b.cls[c].remote_frees - a.cls[c].remote_frees;
     CHECK(allocs == W + N, "%llu mallocs counted, want %d", allocs, W + N);
@@ -93,15 +152,5 @@ int main(void) {
     /* (a thread's first blocks of a tiny class may come from the shared heap, heap.c's
      * nursery, whose blocks every free sends as remote ones) */
     CHECK(remote >= M + N && remote <= M + N + W, "%llu remote frees counted, want %d", remote, M + N);
-
-    /* Every block reached its owner once: M mallocs give M distinct blocks, and freeing
-     * them leaves the class's spans as they were before the first. */
-    static void *again[M];
-    for (int i = 0; i < M; i++) REQUIRE((again[i] = hak_malloc(SZ)) != NULL);
-    qsort(again, M, sizeof *again, cmp_ptr);
-    int dups = 0;
-    for (int i = 1; i < M; i++) dups += again[i] == again[i - 1];
-    CHECK(dups == 0, "%d blocks handed out twice", dups);
-    for (int i = 0; i < M; i++) hak_free(again[i]);
     CHECK_DONE("unit_foreign_cache");
 }
