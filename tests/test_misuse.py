@@ -33,6 +33,7 @@ CASES = {
     "traded_double_free": ("double free", False),         # (the freeing thread's cache)
     "traded_then_owner": ("free list damaged", False),    # (found at the trader's malloc)
     "owner_then_traded": ("double free", False),          # (the owner's key, in the trader's free)
+    "traded_low_then_owner": ("free list damaged", False),  # (the owner's malloc_trim)
     "uaf_first_words": ("write to freed memory", True),
     "uaf_flush": ("free list damaged", False),
     "uaf_remote": ("free list damaged", False),
@@ -44,7 +45,7 @@ FUNC = {"realloc_interior": "realloc", "usable_interior": "malloc_usable_size",
         "use_after_free": "malloc"}
 # Found on a slow path rather than in a call of the program's: "hakmem: block 0x...: ..."
 FOUND = {"uaf_first_words", "uaf_flush", "uaf_remote",
-         "uaf_drain_kept", "double_free_home", "traded_then_owner"}
+         "uaf_drain_kept", "double_free_home", "traded_then_owner", "traded_low_then_owner"}
 
 
 def run(case, **env):

@@ -273,8 +273,9 @@ FAST_PATH void free_traded(hak_heap_t *me, void *p, hak_unit_t *u, unsigned cls)
  * they were at the start, and each free's owner test is a coin toss the CPU guesses wrong
  * half the time (docs/BENCHMARKS.md, "The owner test in a trade"). With the order, the
  * thread of the lower key sends the other's blocks home and refills with its own, which the
- * other keeps: soon every block in play is the lowest key's (in `exchange`, after some 30,000
- * of its frees), and each thread's test goes the same way every time. */
+ * other keeps: soon every block in play is the lowest key's (`exchange` of two threads, 20
+ * million operations: the lower key's thread sent some 30,000 blocks home, the other kept
+ * 8-10 million), and each thread's test goes the same way every time. */
 FAST_PATH bool keeps_traded(const hak_heap_t *me, unsigned cls, uintptr_t owner) {
     return me->rb.slot[cls].trading && likely(owner > HAK_CHECKED_OWNER) &&
            owner < hak_thread_key();

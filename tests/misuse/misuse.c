@@ -35,9 +35,12 @@ static void *free_p_q_p(void *arg) {
  * they misuse the owner's `traded_victim`: the trader frees it twice (traded_twice), or
  * frees it once and, after the owner freed it too, allocates from its cache
  * (traded_then_owner), or frees it after the owner freed it into its own cache
- * (owner_then_traded: the block carries the owner's key). */
+ * (owner_then_traded: the block carries the owner's key). traded_low_then_owner is
+ * traded_then_owner with the roles the other way round (the trader of the lower key sends
+ * the owner's blocks home in batches): its slow path sends the batch, and the owner's
+ * malloc_trim finds the block both in its cache and named by the message. */
 enum { TRADE = 1024 };
-enum { TRADED_TWICE, TRADED_THEN_OWNER, OWNER_THEN_TRADED };
+enum { TRADED_TWICE, TRADED_THEN_OWNER, OWNER_THEN_TRADED, TRADED_LOW_THEN_OWNER };
 static void *traded[TRADE];
 static void *traded_victim;
 static pthread_barrier_t traded_step;
@@ -53,7 +56,7 @@ static void *traded_side(void *arg) {
     int me = (int)(intptr_t)arg;
     traded_self[me] = (uintptr_t)pthread_self();
     traded_wait();                           /* both threads' pointers known */
-    int trader = traded_self[me] > traded_self[!me];
+    int trader = (traded_self[me] > traded_self[!me]) == (traded_case != TRADED_LOW_THEN_OWNER);
     if (!trader) {
         for (int i = 0; i < TRADE; i++) traded[i] = malloc(100);
         traded_victim = malloc(100);
@@ -70,6 +73,9 @@ static void *traded_side(void *arg) {
     if (trader && traded_case == OWNER_THEN_TRADED) free(traded_victim);
     if (trader && traded_case == TRADED_THEN_OWNER)
         for (int i = 0; i < 4; i++) (void)!malloc(100);
+    if (trader && traded_case == TRADED_LOW_THEN_OWNER) free(malloc(3000));
+    traded_wait();
+    if (!trader && traded_case == TRADED_LOW_THEN_OWNER) malloc_trim(0);
     traded_wait();                           /* (the owner stays until the trader is done) */
     return NULL;
 }
@@ -163,6 +169,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "traded_double_free")) run_traded(TRADED_TWICE);
     else if (!strcmp(c, "traded_then_owner")) run_traded(TRADED_THEN_OWNER);
     else if (!strcmp(c, "owner_then_traded")) run_traded(OWNER_THEN_TRADED);
+    else if (!strcmp(c, "traded_low_then_owner")) run_traded(TRADED_LOW_THEN_OWNER);
     else if (!strcmp(c, "uaf_remote")) {
         /* blocks freed from another thread, then the last one's link overwritten through a
          * stale pointer: the owner meets it when it collects the remote list (malloc_trim) */
