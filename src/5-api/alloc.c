@@ -297,9 +297,10 @@ FAST_PATH bool keeps_traded(const hak_heap_t *me, unsigned cls, uintptr_t owner)
  * The thread's heap is its own or the empty one, never the shared heap. In checked mode
  * every unit's owner slot holds HAK_CHECKED_OWNER, so one compare sends both an abandoned
  * span (no owner) and checked mode to the slow end. */
-FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *u) {
+FAST_PATH void free_foreign(hak_heap_t *me, hak_span_t *s, void *p, hak_unit_t *u,
+                            uintptr_t owner) {
     unsigned cls = u->cls;
-    if (keeps_traded(me, cls, relaxed_load(&u->owner))) free_traded(me, p, u, cls);
+    if (keeps_traded(me, cls, owner)) free_traded(me, p, u, cls);
     else free_batched(me, s, p, u, cls);
 }
 
@@ -317,7 +318,7 @@ static SLOW_PATH void free_other_slow(hak_span_t *s, void *p, hak_unit_t *u, uin
     }
     hak_heap_t *me = _hak_heap_thread();
     if (me != NULL && owner > HAK_CHECKED_OWNER) {      /* a heap now: the common path */
-        free_foreign(me, s, p, u);
+        free_foreign(me, s, p, u, owner);
         return;
     }
     uint64_t *count = me != NULL ? &me->st.remote_frees[s->cls] : NULL;

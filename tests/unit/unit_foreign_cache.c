@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internals.h"
+#include "key_order.h"
 #include "../helpers/check.h"
 
 /* W: trading rounds, enough for several windows and refills; SZ2: a class no one else uses */
@@ -67,8 +68,6 @@ static int cmp_ptr(const void *a, const void *b) {
 /* The two roles, given by the threads' keys: the main thread and a helper, in the steps of
  * a barrier. The owner allocates the blocks and, after the checks of the trade, the last
  * check's; the trader trades. */
-static pthread_barrier_t step;
-static uintptr_t main_key, helper_key;
 static int helper_owns;
 static hak_stats_t a, b;
 
@@ -91,17 +90,11 @@ static void owner_again(void) {
     for (int i = 0; i < M; i++) hak_free(again[i]);
 }
 
-static void wait_step(void) {
-    int r = pthread_barrier_wait(&step);
-    REQUIRE(r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD);
-}
-
 /* Steps: 0 the helper's key written, 1 the roles known, 2 the blocks made, 3 the statistics
  * read, 4 the trade done, 5 the statistics read again. */
 static void *helper(void *arg) {
     (void)arg;
-    helper_key = hak_thread_key();
-    wait_step();                         /* (the main thread reads it) */
+    key_order_helper();
     wait_step();
     if (helper_owns) owner_blocks();
     wait_step();
@@ -116,12 +109,8 @@ static void *helper(void *arg) {
 
 int main(void) {
     size_t c = hak_size_class(SZ);
-    REQUIRE(pthread_barrier_init(&step, NULL, 2) == 0);
-    main_key = hak_thread_key();
     pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, helper, NULL) == 0);
-    wait_step();                         /* (the helper's key written) */
-    helper_owns = helper_key < main_key;
+    helper_owns = key_order_start(&t, helper);
     wait_step();
     if (!helper_owns) owner_blocks();
     wait_step();

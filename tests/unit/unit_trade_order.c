@@ -11,20 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internals.h"
+#include "key_order.h"
 #include "../helpers/check.h"
 
 enum { S = 1024, SZ = 64, TURN = 1000, ROUNDS = 200 };
 static unsigned char *slots[S];
-static pthread_barrier_t step;
-static uintptr_t main_key, helper_key;
 static int helper_low;                  /* the helper has the lower key */
 static long bad;
 static int high_trades;
-
-static void wait_step(void) {
-    int r = pthread_barrier_wait(&step);
-    REQUIRE(r == 0 || r == PTHREAD_BARRIER_SERIAL_THREAD);
-}
 
 static unsigned char *fresh(unsigned char tag) {
     unsigned char *p = hak_malloc(SZ);
@@ -62,8 +56,7 @@ static void trade(int low, uint64_t seed) {
 
 static void *helper(void *arg) {
     (void)arg;
-    helper_key = hak_thread_key();
-    wait_step();                         /* (the main thread reads it) */
+    key_order_helper();
     wait_step();
     trade(helper_low, 7);
     wait_step();                         /* (the main thread counts meanwhile) */
@@ -72,12 +65,8 @@ static void *helper(void *arg) {
 }
 
 int main(void) {
-    REQUIRE(pthread_barrier_init(&step, NULL, 2) == 0);
-    main_key = hak_thread_key();
     pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, helper, NULL) == 0);
-    wait_step();                         /* (the helper's key written) */
-    helper_low = helper_key < main_key;
+    helper_low = key_order_start(&t, helper);
     uintptr_t low_key = helper_low ? helper_key : main_key;
     wait_step();
     trade(!helper_low, 3);
