@@ -23,8 +23,8 @@
 #   make bench-peers  install mimalloc, jemalloc and tcmalloc from Debian (apt-get, as root),
 #                     and build snmalloc and mimalloc 3 from their crates' sources into
 #                     $(BUILD)/peers (scripts/build_peers.sh)
-#   make bench-progs  only build the workload programs into $(BUILD)/bench/ (and libfloor.so, an
-#                     allocator that costs nothing: bench/floor_alloc.c)
+#   make bench-progs  only build the workload programs into $(BUILD)/bench/ (and libfloor.so and
+#                     libfloorcache.so, allocators that cost nothing: bench/floor_alloc.c)
 #
 # The workloads are plain C programs that call the malloc family and nothing else, built
 # without hakmem: every allocator, hakmem included, is put under them with LD_PRELOAD.
@@ -34,7 +34,7 @@ BENCH_PROGS   := random_mixed tiny_hot fixed_size larson mid_large_mt pool xthre
                  prodcons exchange huge_ws pingpong \
                  memory thread_churn pool_scale phases glibc_simple shared_mt teardown thread_rss latency
 BENCH_BINS    := $(addprefix $(BUILD)/bench/,$(BENCH_PROGS))
-BENCH_FLOOR   := $(BUILD)/bench/libfloor.so
+BENCH_FLOOR   := $(BUILD)/bench/libfloor.so $(BUILD)/bench/libfloorcache.so
 BENCH_CFLAGS  ?= -O2 -pthread -std=gnu11 -Wall -Wextra
 BENCH_PYTHON  ?= python3
 BENCH_ARGS    ?=
@@ -51,10 +51,15 @@ $(BENCH_BINS): $(BUILD)/bench/%: bench/%.c bench/bench_common.h
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -lpthread
 
-# An allocator that costs nothing, preloaded like a peer (bench/floor_alloc.c).
-$(BENCH_FLOOR): bench/floor_alloc.c
+# Allocators that cost nothing, preloaded like a peer (bench/floor_alloc.c): the ring and
+# the thread cache.
+$(BUILD)/bench/libfloor.so: bench/floor_alloc.c
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -shared -fPIC -o $@ $<
+
+$(BUILD)/bench/libfloorcache.so: bench/floor_alloc.c
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -DFLOOR_CACHE -shared -fPIC -o $@ $<
 
 bench: lib $(BENCH_BINS)
 	$(BENCH_RUN) --mode quick $(BENCH_ARGS)

@@ -112,11 +112,12 @@ def test_workload_smoke(binaries, cell, allocator):
 
 
 FLOOR_CHECK = r"""
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-int main(void) {
+int main(int argc, char **argv) {
     unsigned char *p = calloc(1000, 8), *q;
     void *a = NULL;
     if (p == NULL) return 1;
@@ -127,10 +128,32 @@ int main(void) {
     if (posix_memalign(&a, 4096, 100) != 0 || (uintptr_t)a % 4096 != 0) return 5;
     if (posix_memalign(&a, 3, 100) == 0) return 6;
     if ((uintptr_t)aligned_alloc(64, 64) % 64 != 0) return 7;
+    if (argc > 1) {                       /* the thread cache: a freed block comes back */
+        char *m = malloc(100), *n;
+        memset(m, 1, 100);
+        free(m);
+        if ((n = malloc(97)) != m || malloc_usable_size(n) < 97) return 8;
+        if ((n = realloc(n, 5000)) == NULL || n[96] != 1) return 9;
+        if (malloc(100) != m) return 10;  /* realloc freed it */
+    }
     puts("ok");
     return 0;
 }
 """
+
+
+@pytest.mark.parametrize("threads", [2, 8])
+def test_floor_cache(binaries, threads):
+    """libfloorcache.so (bench/floor_alloc.c, FLOOR_CACHE), the thread cache that costs
+    nothing, under the exchange cells it is for: every block comes out with its header and
+    tag (a block handed out while live, or of too small a class, would not)."""
+    floor = os.path.join(BENCH_DIR, "libfloorcache.so")
+    must_make(os.path.relpath(floor, ROOT))
+    cell = [c for c in run.CELLS if c.name == "exchange_%dT" % threads][0]
+    rec = run.run_once(binaries["exchange"], cell.argv("smoke"), floor, timeout=60)
+    assert rec["error"] is None, "%s\nreproduce: %s" % (rec["error"], rec["cmd"])
+    assert rec["result"]["ops"] > 0 and rec["result"]["remote_pct"] > 0
+    # exchange fails (status 4) where a header or tag did not match
 
 
 @pytest.mark.parametrize("batch", [1, 16, 500])
@@ -148,17 +171,20 @@ def test_floor_allocator(binaries, batch):
     # where a tag did not match, which run_once reports as an error above
 
 
-def test_floor_allocator_calls(tmp_path):
-    """The floor allocator's calloc, realloc and aligned forms, for the C library's and the
+@pytest.mark.parametrize("lib", ["libfloor.so", "libfloorcache.so"])
+def test_floor_allocator_calls(tmp_path, lib):
+    """The floor allocators' calloc, realloc and aligned forms, for the C library's and the
     program's own calls around the cells (a C program: an interpreter allocates more small
-    blocks than the ring holds, and would be handed live ones again)."""
-    floor = os.path.join(BENCH_DIR, "libfloor.so")
+    blocks than the ring holds, and would be handed live ones again); the thread cache's
+    reuse of a freed block."""
+    floor = os.path.join(BENCH_DIR, lib)
     must_make(os.path.relpath(floor, ROOT))
     src, exe = tmp_path / "floor_check.c", tmp_path / "floor_check"
     src.write_text(FLOOR_CHECK)
     # (no builtins: gcc would take the alignment of posix_memalign's block as given)
     subprocess.run(["cc", "-O0", "-fno-builtin", "-o", str(exe), str(src)], check=True, timeout=60)
-    p = subprocess.run([str(exe)], env=dict(os.environ, LD_PRELOAD=floor), capture_output=True,
+    argv = [str(exe)] + (["cache"] if lib == "libfloorcache.so" else [])
+    p = subprocess.run(argv, env=dict(os.environ, LD_PRELOAD=floor), capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr)
 
