@@ -2,9 +2,10 @@
  * layer weighs refaults: a fault's time, not 0 and not a stall (a fault takes well under a
  * millisecond; the median of 8 leaves out a preemption), the same order of magnitude
  * asked again, and the program's errno as it was (os.h: every function leaves it).
- * The agreement is checked on the middle three of five probes: one probe may still land on
- * a cold moment (under TSan the first one also faults in fresh shadow pages: CI saw 40 us
- * then 0.8 us), and the learning layer only needs the figure's order of magnitude. */
+ * The bound and the agreement are checked on the middle of five probes: one probe may
+ * still land on a cold moment (under TSan the first one also faults in fresh shadow
+ * pages: CI saw 40 us, then 0.8 us), and the learning layer needs only the figure's order
+ * of magnitude. */
 #include <errno.h>
 #include "internals.h"
 #include "../helpers/check.h"
@@ -17,11 +18,12 @@ int main(void) {
         errno = 4321;
         p[i] = _hak_os_fault_ns();
         CHECK(errno == 4321, "errno %d after the probe", errno);
-        CHECK(p[i] > 0 && p[i] < 1000000, "a fault measured at %llu ns", (unsigned long long)p[i]);
+        CHECK(p[i] > 0, "a fault measured at 0 ns");
         for (int k = i; k > 0 && p[k] < p[k - 1]; k--) {
             uint64_t t = p[k]; p[k] = p[k - 1]; p[k - 1] = t;
         }
     }
+    CHECK(p[2] < 1000000, "the median probe measured a fault at %llu ns", (unsigned long long)p[2]);
     CHECK(p[3] < 20 * p[1], "the middle probes disagree: %llu .. %llu ns (all: %llu %llu %llu %llu %llu)",
           (unsigned long long)p[1], (unsigned long long)p[3], (unsigned long long)p[0],
           (unsigned long long)p[1], (unsigned long long)p[2], (unsigned long long)p[3],
